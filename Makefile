@@ -1,0 +1,45 @@
+# neusym — the two fresh-machine commands are `make demo` and `make test` (see README.md).
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.neusym-installed
+
+export NEUSYM_HOME ?= $(CURDIR)/.neusym
+export AIRFLOW_HOME ?= $(NEUSYM_HOME)/airflow
+export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__CORE__PARALLELISM := 2
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+DEMO_QUESTION ?= How many tables and how many figures does the SPECTER paper have?
+
+.PHONY: install demo test test-fast clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# the CPU build of torch first (a local wheel); otherwise a dependency pulls the CUDA build
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## demo: run the corpus_refresh DAG over the bundled sample corpus, then ask one question
+demo: install
+	$(BIN)/airflow db migrate > $(NEUSYM_HOME)/airflow-migrate.log 2>&1 || (cat $(NEUSYM_HOME)/airflow-migrate.log; exit 1)
+	NEUSYM_PDF_DIRS='["$(CURDIR)/samples/pdfs"]' $(BIN)/airflow dags test corpus_refresh
+	$(BIN)/neusym sql "SELECT m.title, count(DISTINCT p.page_id) AS pages FROM metadata m JOIN pages p ON p.ref_paper_id = m.paper_id GROUP BY m.title ORDER BY m.title"
+	$(BIN)/neusym ask "$(DEMO_QUESTION)" --trace
+
+## test: the whole suite, slow end-to-end tests included (what .ci/run runs)
+test: install
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+clean:
+	rm -rf $(NEUSYM_HOME)

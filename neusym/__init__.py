@@ -1,0 +1,1 @@
+"""neusym: NeuSym-RAG corpus pipeline and query layer."""

@@ -1,0 +1,144 @@
+"""The ``neusym`` command line: ingest PDFs, ask questions, run read-only SQL, print the schema."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .settings import Settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="NeuSym-RAG corpus pipeline and query layer over AI research papers.")
+console = Console()
+err = Console(stderr=True)
+
+
+def _settings() -> Settings:
+    return Settings()
+
+
+@app.command()
+def ingest(
+    paths: List[Path] = typer.Argument(..., help="PDF files or folders (searched recursively)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+) -> None:
+    """Parse, load and encode PDFs into $NEUSYM_HOME (the same stages as the corpus_refresh DAG)."""
+    from .pipeline import ingest as run_ingest
+
+    settings = _settings()
+
+    def progress(stage: str, result) -> None:
+        if as_json:
+            return
+        if stage == "parse":
+            label = result.title or result.reason or ""
+            err.print(f"[dim]parse[/dim] {result.status:<11} {Path(result.pdf_path).name}  {label[:70]}")
+
+    try:
+        report = run_ingest(paths, settings, on_event=progress)
+    except FileNotFoundError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    if as_json:
+        print(report.model_dump_json(indent=1))
+        return
+    total = sum(report.seconds.values())
+    t = Table(title=f"corpus at {settings.home}")
+    t.add_column("table")
+    t.add_column("rows", justify="right")
+    for name, n in report.row_counts.items():
+        t.add_row(name, str(n))
+    for name, n in report.publish.point_counts.items():
+        t.add_row(f"points: {name}", str(n))
+    console.print(t)
+    quarantined = [r for r in report.parsed if r.status == "quarantined"]
+    for r in quarantined:
+        err.print(f"[yellow]quarantined[/yellow] {r.pdf_path}: {r.reason}")
+    console.print(
+        f"{len(report.parsed)} PDFs ({len(quarantined)} quarantined), {report.pages} pages in {total:.1f} s "
+        f"= {report.pages / total if total else 0:.2f} pages/s; stages: "
+        + ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
+    )
+
+
+@app.command()
+def ask(
+    question: str = typer.Argument(..., help="The question, in natural language."),
+    paper: Optional[List[str]] = typer.Option(None, "--paper", help="Restrict to this paper_id (repeatable)."),
+    answer_format: Optional[str] = typer.Option(None, "--answer-format", help="Required answer format."),
+    as_json: bool = typer.Option(False, "--json", help="Print {answer, trajectory, ...} as one JSON object."),
+    trace: bool = typer.Option(False, "--trace", help="Print every thought/action/observation."),
+) -> None:
+    """Answer a question with the NeuSym-RAG agent (database + vector store, at most 20 turns)."""
+    from .agent.react import answer_question
+
+    settings = _settings()
+    if not settings.db_path.exists():
+        err.print(f"[red]error:[/red] no corpus at {settings.db_path}; run `neusym ingest PATH` first")
+        raise typer.Exit(2)
+    result = answer_question(question, settings=settings, paper_ids=paper or None, answer_format=answer_format)
+    if as_json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
+        return
+    if trace:
+        for i, step in enumerate(result.trajectory, 1):
+            console.rule(f"turn {i}: {step.action}")
+            console.print(f"[bold]thought:[/bold] {step.thought}", markup=True, highlight=False)
+            console.print(f"[bold]arguments:[/bold] {json.dumps(step.arguments, ensure_ascii=False)}", highlight=False)
+            if step.observation:
+                console.print("[bold]observation:[/bold]", highlight=False)
+                console.print(step.observation, markup=False, highlight=False)
+        console.rule("answer")
+    answer = result.answer if isinstance(result.answer, str) else json.dumps(result.answer, ensure_ascii=False)
+    console.print(answer, markup=False, highlight=False)
+    if trace:
+        console.print(f"[dim]{result.turns} turns, {result.prompt_tokens} prompt + {result.completion_tokens} "
+                      f"completion tokens, {result.seconds:.1f} s[/dim]")
+
+
+@app.command()
+def sql(
+    query: str = typer.Argument(..., help="One read-only SQL query (DuckDB dialect)."),
+    fmt: str = typer.Option("table", "--format", help="table | json | csv"),
+) -> None:
+    """Run a read-only SQL query on $NEUSYM_HOME/corpus.duckdb (time limit and row cap from settings)."""
+    from .errors import NeusymError
+    from .sqlsafe import format_result, run_readonly_sql
+
+    settings = _settings()
+    if fmt not in ("table", "json", "csv"):
+        err.print(f"[red]error:[/red] --format must be table, json or csv, not {fmt!r}")
+        raise typer.Exit(2)
+    try:
+        result = run_readonly_sql(settings.db_path, query, timeout_s=settings.sql_timeout_s,
+                                  max_rows=settings.sql_max_rows)
+    except NeusymError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    sys.stdout.write(format_result(result, fmt))
+    if not str(format_result(result, fmt)).endswith("\n"):
+        sys.stdout.write("\n")
+    if result.truncated:
+        err.print(f"[yellow]note:[/yellow] output truncated to {settings.sql_max_rows} rows")
+
+
+@app.command()
+def schema() -> None:
+    """Print the database schema with the comments from sql/schema.sql (what the agent sees)."""
+    from .schema import database_schema_prompt
+
+    settings = _settings()
+    if not settings.db_path.exists():
+        err.print(f"[red]error:[/red] no corpus at {settings.db_path}; run `neusym ingest PATH` first")
+        raise typer.Exit(2)
+    print(database_schema_prompt(settings.db_path))
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,38 @@
+"""Exceptions with a clear message naming the file or record and the reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class NeusymError(Exception):
+    """Base class of all errors raised on purpose by neusym."""
+
+
+class UnparseablePDF(NeusymError):
+    """A PDF that cannot be parsed (corrupt, encrypted, no text layer...). The run quarantines it and continues."""
+
+    def __init__(self, path: Path | str, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class StagingError(NeusymError):
+    """A staged per-paper result is missing or malformed."""
+
+
+class UnsafeSQLError(NeusymError):
+    """A SQL statement that is not a read-only query (write, ATTACH, COPY, INSTALL/LOAD, PRAGMA, file access...)."""
+
+
+class SQLTimeoutError(NeusymError):
+    """A SQL statement ran longer than the configured limit and was interrupted."""
+
+
+class ModelFileError(NeusymError):
+    """An offline model file is missing or fails its checksum."""
+
+
+class ActionError(NeusymError):
+    """An agent action with invalid arguments; the message becomes the observation."""

@@ -1,0 +1,120 @@
+"""The single DuckDB writer: create the schema from ``sql/schema.sql`` and load staged papers.
+
+Only this module opens ``corpus.duckdb`` read-write. It binds the staged Parquet/JSON files of one
+run as temporary views (``staged_<table>``, ``staged_quarantine``) and runs the files of
+``sql/materialize/`` in one transaction: a failure rolls everything back, so the database holds
+either the previous state or the complete new one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from .records import TABLE_RECORDS
+from .settings import Settings
+from .sqlfiles import materialize_files, read_sql
+from .staging import arrow_schema, read_manifest
+
+PAPER_TABLES = tuple(TABLE_RECORDS)
+
+
+@dataclass
+class MaterializeReport:
+    """What one materialize run loaded, and the table sizes after it."""
+
+    papers_loaded: int = 0
+    quarantined: int = 0
+    row_counts: dict[str, int] = field(default_factory=dict)
+
+
+def create_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Run ``sql/schema.sql`` (idempotent: CREATE IF NOT EXISTS + COMMENT ON)."""
+    con.execute(read_sql("schema.sql"))
+
+
+def _sql_list(paths: list[Path]) -> str:
+    return "[" + ", ".join("'" + str(p).replace("'", "''") + "'" for p in paths) + "]"
+
+
+def _empty_view(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    cols = ", ".join(f"NULL::{_duck_type(t)} AS {name}" for name, t in _fields(table))
+    con.execute(f"CREATE OR REPLACE TEMP VIEW staged_{table} AS SELECT {cols} WHERE false")
+
+
+def _fields(table: str):
+    schema = arrow_schema(TABLE_RECORDS[table])
+    return [(f.name, f.type) for f in schema]
+
+
+def _duck_type(arrow_type) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_list(arrow_type):
+        return _duck_type(arrow_type.value_type) + "[]"
+    return {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}[str(arrow_type)]
+
+
+def select_staged(parsed_dirs: list[Path]) -> list[Path]:
+    """One staged directory per paper_id (the most recently staged wins), in a stable order."""
+    by_paper: dict[str, tuple[str, Path]] = {}
+    for d in parsed_dirs:
+        m = read_manifest(d)
+        if m is None:
+            continue
+        prev = by_paper.get(m["paper_id"])
+        if prev is None or m["staged_at"] > prev[0]:
+            by_paper[m["paper_id"]] = (m["staged_at"], d)
+    return sorted(d for _, d in by_paper.values())
+
+
+def materialize(settings: Settings, parsed_dirs: list[Path], quarantine_files: list[Path]) -> MaterializeReport:
+    """Load staged papers and quarantine records into ``settings.db_path`` in one transaction.
+
+    ``parsed_dirs``: staging directories written by :func:`neusym.staging.stage_parsed`;
+    ``quarantine_files``: JSON records written by :func:`neusym.staging.stage_quarantine`.
+    Papers not listed are left untouched. Raises duckdb.Error (after rolling back) on failure.
+    """
+    dirs = select_staged(parsed_dirs)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(settings.db_path))
+    try:
+        create_schema(con)
+        for table in PAPER_TABLES:
+            files = [d / f"{table}.parquet" for d in dirs]
+            if files:
+                con.execute(
+                    f"CREATE OR REPLACE TEMP VIEW staged_{table} AS "
+                    f"SELECT * FROM read_parquet({_sql_list(files)}, union_by_name = true)"
+                )
+            else:
+                _empty_view(con, table)
+        records = [json.loads(Path(p).read_text(encoding="utf-8")) for p in quarantine_files]
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE staged_quarantine "
+            "(pdf_sha256 VARCHAR, pdf_path VARCHAR, reason VARCHAR, quarantined_at VARCHAR)"
+        )
+        if records:
+            con.executemany(
+                "INSERT INTO staged_quarantine VALUES (?, ?, ?, ?)",
+                [[r["pdf_sha256"], r["pdf_path"], r["reason"], r["quarantined_at"]] for r in records],
+            )
+        con.execute("BEGIN TRANSACTION")
+        try:
+            for path in materialize_files():
+                con.execute(path.read_text(encoding="utf-8"))
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+        return MaterializeReport(papers_loaded=len(dirs), quarantined=len(records), row_counts=row_counts(con))
+    finally:
+        con.close()
+
+
+def row_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Rows per table of the eight NeuSym tables plus quarantine."""
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (*PAPER_TABLES, "quarantine")}

@@ -1,0 +1,92 @@
+"""One settings object for the whole project.
+
+Every value can be set with an environment variable ``NEUSYM_<FIELD>`` (case-insensitive), e.g.
+``NEUSYM_HOME=/data/neusym``. Nothing else in the code base hard-codes a path: derived locations
+(``corpus.duckdb``, ``staging/``, ``qdrant/``, ``models/``) are properties of :class:`Settings`.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Runtime configuration (env prefix ``NEUSYM_``)."""
+
+    model_config = SettingsConfigDict(env_prefix="NEUSYM_", extra="ignore")
+
+    # -- storage -------------------------------------------------------------------------------
+    home: Path = Field(Path("./.neusym"), description="Root of all state: DuckDB file, staging, vectors, models.")
+    pdf_dirs: list[Path] = Field(
+        default_factory=list,
+        description="PDF files/folders the corpus refresh reads (JSON list in NEUSYM_PDF_DIRS); empty = home/pdfs.",
+    )
+    refresh_cron: str = Field("0 2 * * *", description="Schedule of the corpus_refresh DAG (cron, UTC).")
+    # -- vector store --------------------------------------------------------------------------
+    qdrant_url: str | None = Field(None, description="Qdrant server URL; unset = embedded local mode under home/qdrant.")
+    qdrant_api_key: str | None = None
+    qdrant_upsert_batch: int = 256
+    # -- encoding ------------------------------------------------------------------------------
+    chunk_tokens: int = Field(256, description="Chunk length in all-MiniLM-L6-v2 word pieces (its trained window).")
+    dense_batch_size: int = 32
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.75
+    bm25_avg_doc_tokens: float = Field(
+        128.0, description="BM25 average document length (tokens) used for length normalisation of every cell."
+    )
+    # -- query layer -----------------------------------------------------------------------------
+    sql_timeout_s: float = Field(10.0, description="Wall-clock limit for one SQL statement from an agent or a user.")
+    sql_max_rows: int = Field(1000, description="Row cap for one SQL result.")
+    agent_max_turns: int = 20
+    observation_max_tokens: int = Field(
+        1500, description="Observation budget per turn in LLM tokens (approximated as 4 characters per token)."
+    )
+    # -- LLM -----------------------------------------------------------------------------------
+    llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; unset = offline local model.")
+    llm_model: str = "qwen2.5-coder-1.5b-instruct"
+    llm_api_key: str | None = None
+    llm_temperature: float = 0.0
+    llm_max_tokens: int = 512
+    llm_context_tokens: int = Field(8192, description="Context window of the offline model (n_ctx).")
+    llm_threads: int = Field(2, description="CPU threads of the offline model.")
+    llm_timeout_s: float = 300.0
+
+    @property
+    def input_paths(self) -> list[Path]:
+        """Where the corpus refresh looks for PDFs: ``pdf_dirs`` or, when empty, ``home/pdfs``."""
+        return list(self.pdf_dirs) or [self.home / "pdfs"]
+
+    @property
+    def db_path(self) -> Path:
+        """The DuckDB corpus file, ``$NEUSYM_HOME/corpus.duckdb``."""
+        return self.home / "corpus.duckdb"
+
+    @property
+    def staging_dir(self) -> Path:
+        """Per-paper parse and vector results written by parallel tasks, read by the single writer."""
+        return self.home / "staging"
+
+    @property
+    def quarantine_dir(self) -> Path:
+        """One JSON file per PDF that could not be parsed (reason, path, sha256)."""
+        return self.home / "quarantine"
+
+    @property
+    def qdrant_path(self) -> Path:
+        """Embedded (local-mode) Qdrant storage, used when ``qdrant_url`` is unset."""
+        return self.home / "qdrant"
+
+    @property
+    def models_dir(self) -> Path:
+        """Assembled model files (e.g. the offline GGUF), verified by checksum."""
+        return self.home / "models"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings read from the environment (cached; tests build their own ``Settings``)."""
+    return Settings()

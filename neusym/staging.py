@@ -1,0 +1,145 @@
+"""Per-paper staging: the hand-off between parallel tasks and the single DuckDB/Qdrant writers.
+
+Parallel tasks (one per PDF) never touch ``corpus.duckdb`` or the vector store. They write here:
+
+- ``$NEUSYM_HOME/staging/parsed/<pdf_sha256>/<table>.parquet`` for each of the eight tables plus
+  ``manifest.json`` (paper_id, pdf path, parser version, row counts);
+- ``$NEUSYM_HOME/staging/vectors/<pdf_sha256>/<collection>.parquet`` plus ``manifest.json``;
+- ``$NEUSYM_HOME/quarantine/<pdf_sha256>.json`` for a PDF that could not be parsed.
+
+Each directory is written to a temporary sibling and renamed into place, so a reader sees either the
+complete previous result or the complete new one, never a half-written one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import types
+import typing
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel
+
+from .errors import StagingError
+from .records import TABLE_RECORDS, ParsedPaper
+from .settings import Settings
+
+
+def _arrow_type(annotation: Any) -> pa.DataType:
+    """Arrow type of a record field annotation (str, int, float, bool, list[...], Optional[...])."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _arrow_type(args[0])
+    if origin is list:
+        return pa.list_(_arrow_type(typing.get_args(annotation)[0]))
+    return {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_()}[annotation]
+
+
+def arrow_schema(record_type: type[BaseModel]) -> pa.Schema:
+    """Arrow schema with one field per record field, in declaration order."""
+    return pa.schema([(name, _arrow_type(f.annotation)) for name, f in record_type.model_fields.items()])
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to ``path`` via a temporary file in the same directory and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, ensure_ascii=False, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def replace_dir_atomic(tmp_dir: Path, final_dir: Path) -> None:
+    """Move a fully written ``tmp_dir`` to ``final_dir``, replacing a previous version."""
+    final_dir.parent.mkdir(parents=True, exist_ok=True)
+    old = None
+    if final_dir.exists():
+        old = final_dir.with_name(f".{final_dir.name}.old-{os.getpid()}")
+        os.replace(final_dir, old)
+    os.replace(tmp_dir, final_dir)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def parsed_dir(settings: Settings, pdf_sha256: str) -> Path:
+    """Staging directory of the parse result of the PDF with this sha256."""
+    return settings.staging_dir / "parsed" / pdf_sha256
+
+
+def vectors_dir(settings: Settings, pdf_sha256: str) -> Path:
+    """Staging directory of the encoded vectors of the PDF with this sha256."""
+    return settings.staging_dir / "vectors" / pdf_sha256
+
+
+def read_manifest(directory: Path) -> dict | None:
+    """The ``manifest.json`` of a staging directory, or None when absent/unreadable."""
+    try:
+        return json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def stage_parsed(paper: ParsedPaper, settings: Settings, parser_version: str) -> Path:
+    """Write a parsed paper as one Parquet file per table; returns the staging directory.
+
+    The manifest records paper_id, pdf path/sha256, parser version, row counts and the UTC time.
+    """
+    sha = paper.metadata.pdf_sha256
+    final = parsed_dir(settings, sha)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{sha}."))
+    counts = {}
+    for table, rows in paper.rows().items():
+        schema = arrow_schema(TABLE_RECORDS[table])
+        data = pa.Table.from_pylist([r.model_dump() for r in rows], schema=schema)
+        pq.write_table(data, tmp / f"{table}.parquet")
+        counts[table] = len(rows)
+    manifest = {
+        "paper_id": paper.paper_id,
+        "title": paper.metadata.title,
+        "pdf_path": paper.metadata.pdf_path,
+        "pdf_sha256": sha,
+        "parser_version": parser_version,
+        "counts": counts,
+        "staged_at": datetime.now(timezone.utc).isoformat(),
+    }
+    write_json_atomic(tmp / "manifest.json", manifest)
+    replace_dir_atomic(tmp, final)
+    return final
+
+
+def load_parsed_table(directory: Path, table: str) -> list[dict]:
+    """Rows of one staged table as dicts (used by the encoder). Raises StagingError when missing."""
+    path = directory / f"{table}.parquet"
+    try:
+        return pq.read_table(path).to_pylist()
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise StagingError(f"{path}: cannot read staged table {table!r}: {exc}") from exc
+
+
+def quarantine_path(settings: Settings, pdf_sha256: str) -> Path:
+    """Where the quarantine record of the PDF with this sha256 lives."""
+    return settings.quarantine_dir / f"{pdf_sha256}.json"
+
+
+def stage_quarantine(settings: Settings, pdf_path: Path, pdf_sha256: str, reason: str) -> Path:
+    """Record that a PDF could not be parsed (path, sha256, reason, UTC time); returns the record path."""
+    path = quarantine_path(settings, pdf_sha256)
+    write_json_atomic(
+        path,
+        {
+            "pdf_sha256": pdf_sha256,
+            "pdf_path": str(pdf_path),
+            "reason": reason,
+            "quarantined_at": datetime.now(timezone.utc).replace(tzinfo=None).isoformat(),
+        },
+    )
+    return path

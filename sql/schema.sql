@@ -1,0 +1,185 @@
+-- NeuSym corpus schema (DuckDB). Source of truth for the database: the materialize step runs this
+-- file on every run (idempotent: IF NOT EXISTS + COMMENT ON). The COMMENT ON texts are what analysts
+-- see in `neusym schema` and what the agent sees as [Database Schema].
+-- Conventions: ids are UUIDs (uuid5, deterministic); page numbers start at 1; bounding boxes are
+-- [x0, y0, width, height] in PDF points (1/72 inch) from the top-left corner of the page.
+
+CREATE TABLE IF NOT EXISTS metadata (
+    paper_id UUID PRIMARY KEY,
+    title VARCHAR NOT NULL,
+    abstract VARCHAR,
+    num_pages INTEGER NOT NULL,
+    conference_full VARCHAR,
+    conference_abbreviation VARCHAR,
+    pub_year INTEGER,
+    volume VARCHAR,
+    download_url VARCHAR,
+    bibtex VARCHAR,
+    authors VARCHAR[],
+    pdf_path VARCHAR NOT NULL,
+    pdf_sha256 VARCHAR NOT NULL,
+    tldr VARCHAR,
+    tags VARCHAR[]
+);
+COMMENT ON TABLE metadata IS 'One row per paper: bibliographic metadata of each PDF (title, authors, abstract, venue, year).';
+COMMENT ON COLUMN metadata.paper_id IS 'A unique identifier for this paper (uuid5 of the normalized title).';
+COMMENT ON COLUMN metadata.title IS 'The title of this paper.';
+COMMENT ON COLUMN metadata.abstract IS 'The abstract of this paper.';
+COMMENT ON COLUMN metadata.num_pages IS 'The number of pages in this paper.';
+COMMENT ON COLUMN metadata.conference_full IS 'The full name of the conference where this paper was published, e.g. Annual Meeting of the Association for Computational Linguistics; NULL if unknown.';
+COMMENT ON COLUMN metadata.conference_abbreviation IS 'The abbreviation of the conference, e.g. ACL, EMNLP, NAACL, EACL, ICLR; NULL if unknown.';
+COMMENT ON COLUMN metadata.pub_year IS 'The year when this paper was published; NULL if unknown.';
+COMMENT ON COLUMN metadata.volume IS 'The volume of the conference where this paper was published, e.g. long, short, findings, demo; NULL if unknown.';
+COMMENT ON COLUMN metadata.download_url IS 'The URL from which the PDF can be downloaded; NULL if unknown.';
+COMMENT ON COLUMN metadata.bibtex IS 'The BibTeX entry of this paper; NULL if unknown.';
+COMMENT ON COLUMN metadata.authors IS 'The full names of the authors of this paper, in order.';
+COMMENT ON COLUMN metadata.pdf_path IS 'The path of the PDF file this paper was parsed from.';
+COMMENT ON COLUMN metadata.pdf_sha256 IS 'The sha256 hex digest of the PDF file bytes.';
+COMMENT ON COLUMN metadata.tldr IS 'A brief LLM-written summary of the main idea or findings; NULL until summarized.';
+COMMENT ON COLUMN metadata.tags IS 'LLM-written keyword tags of this paper; empty until summarized.';
+
+CREATE TABLE IF NOT EXISTS pages (
+    page_id UUID PRIMARY KEY,
+    page_number INTEGER NOT NULL,
+    page_width DOUBLE NOT NULL,
+    page_height DOUBLE NOT NULL,
+    page_content VARCHAR NOT NULL,
+    page_summary VARCHAR,
+    ref_paper_id UUID NOT NULL
+);
+COMMENT ON TABLE pages IS 'One row per page of each paper, with its full text (extracted with PyMuPDF) and size.';
+COMMENT ON COLUMN pages.page_id IS 'A unique identifier for each page.';
+COMMENT ON COLUMN pages.page_number IS 'The page number in the paper, starting from 1.';
+COMMENT ON COLUMN pages.page_width IS 'The width of the page in PDF points (1/72 inch).';
+COMMENT ON COLUMN pages.page_height IS 'The height of the page in PDF points (1/72 inch).';
+COMMENT ON COLUMN pages.page_content IS 'The text content of the page in reading order.';
+COMMENT ON COLUMN pages.page_summary IS 'A brief LLM-written summary of the page content; NULL until summarized.';
+COMMENT ON COLUMN pages.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+
+CREATE TABLE IF NOT EXISTS sections (
+    section_id UUID PRIMARY KEY,
+    section_title VARCHAR NOT NULL,
+    section_content VARCHAR NOT NULL,
+    section_summary VARCHAR,
+    ordinal INTEGER NOT NULL,
+    level INTEGER NOT NULL,
+    parent_section_id UUID,
+    page_numbers INTEGER[] NOT NULL,
+    ref_paper_id UUID NOT NULL
+);
+COMMENT ON TABLE sections IS 'One row per section or subsection of each paper (e.g. Introduction, Experiments, Conclusion, References) with its text.';
+COMMENT ON COLUMN sections.section_id IS 'A unique identifier for each section.';
+COMMENT ON COLUMN sections.section_title IS 'The title of the section as printed, including its number, e.g. "3.1 Training Data".';
+COMMENT ON COLUMN sections.section_content IS 'The text content of the section (without the text of its subsections).';
+COMMENT ON COLUMN sections.section_summary IS 'A brief LLM-written summary of the section content; NULL until summarized.';
+COMMENT ON COLUMN sections.ordinal IS 'The position of the section in the paper in reading order, starting from 0.';
+COMMENT ON COLUMN sections.level IS 'The heading level: 1 for a section, 2 for a subsection, 3 for a subsubsection.';
+COMMENT ON COLUMN sections.parent_section_id IS 'The section_id of the enclosing section; NULL for a top-level section.';
+COMMENT ON COLUMN sections.page_numbers IS 'The page numbers (from 1) the section spans.';
+COMMENT ON COLUMN sections.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+
+CREATE TABLE IF NOT EXISTS chunks (
+    chunk_id UUID PRIMARY KEY,
+    text_content VARCHAR NOT NULL,
+    ordinal INTEGER NOT NULL,
+    page_number INTEGER NOT NULL,
+    ref_paper_id UUID NOT NULL,
+    ref_page_id UUID NOT NULL
+);
+COMMENT ON TABLE chunks IS 'Fixed-size chunks of each page text: at most 256 all-MiniLM-L6-v2 tokens each, no overlap, never crossing a page.';
+COMMENT ON COLUMN chunks.chunk_id IS 'A unique identifier for each chunk.';
+COMMENT ON COLUMN chunks.text_content IS 'The text content of the chunk.';
+COMMENT ON COLUMN chunks.ordinal IS 'The position of the chunk within its page, starting from 0.';
+COMMENT ON COLUMN chunks.page_number IS 'The page number (from 1) of the chunk.';
+COMMENT ON COLUMN chunks.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+COMMENT ON COLUMN chunks.ref_page_id IS 'Foreign key to pages.page_id.';
+
+CREATE TABLE IF NOT EXISTS tables (
+    table_id UUID PRIMARY KEY,
+    table_caption VARCHAR NOT NULL,
+    table_content VARCHAR,
+    table_summary VARCHAR,
+    bounding_box DOUBLE[4],
+    ordinal INTEGER NOT NULL,
+    page_number INTEGER NOT NULL,
+    ref_paper_id UUID NOT NULL,
+    ref_page_id UUID NOT NULL
+);
+COMMENT ON TABLE tables IS 'One row per table printed in each paper, found by its caption (e.g. "Table 2: ...").';
+COMMENT ON COLUMN tables.table_id IS 'A unique identifier for each table.';
+COMMENT ON COLUMN tables.table_caption IS 'The caption of the table, starting with its label, e.g. "Table 2: Results on ...".';
+COMMENT ON COLUMN tables.table_content IS 'The content of the table in HTML format; NULL if the cells could not be extracted.';
+COMMENT ON COLUMN tables.table_summary IS 'A brief LLM-written summary of the table; NULL until summarized.';
+COMMENT ON COLUMN tables.bounding_box IS 'The region of the table on its page: [x0, y0, width, height] in PDF points from the top-left corner.';
+COMMENT ON COLUMN tables.ordinal IS 'The position of the table within its page, starting from 0.';
+COMMENT ON COLUMN tables.page_number IS 'The page number (from 1) of the table.';
+COMMENT ON COLUMN tables.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+COMMENT ON COLUMN tables.ref_page_id IS 'Foreign key to pages.page_id.';
+
+CREATE TABLE IF NOT EXISTS images (
+    image_id UUID PRIMARY KEY,
+    image_caption VARCHAR NOT NULL,
+    image_summary VARCHAR,
+    bounding_box DOUBLE[4],
+    ordinal INTEGER NOT NULL,
+    page_number INTEGER NOT NULL,
+    ref_paper_id UUID NOT NULL,
+    ref_page_id UUID NOT NULL
+);
+COMMENT ON TABLE images IS 'One row per figure in each paper, found by its caption (e.g. "Figure 1: ...").';
+COMMENT ON COLUMN images.image_id IS 'A unique identifier for each figure.';
+COMMENT ON COLUMN images.image_caption IS 'The caption of the figure, starting with its label, e.g. "Figure 1: Overview of ..."; empty if none.';
+COMMENT ON COLUMN images.image_summary IS 'A brief LLM-written description of the figure; NULL until summarized.';
+COMMENT ON COLUMN images.bounding_box IS 'The region of the figure on its page: [x0, y0, width, height] in PDF points from the top-left corner.';
+COMMENT ON COLUMN images.ordinal IS 'The position of the figure within its page, starting from 0.';
+COMMENT ON COLUMN images.page_number IS 'The page number (from 1) of the figure.';
+COMMENT ON COLUMN images.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+COMMENT ON COLUMN images.ref_page_id IS 'Foreign key to pages.page_id.';
+
+CREATE TABLE IF NOT EXISTS equations (
+    equation_id UUID PRIMARY KEY,
+    equation_content VARCHAR NOT NULL,
+    equation_number VARCHAR,
+    bounding_box DOUBLE[4],
+    ordinal INTEGER NOT NULL,
+    page_number INTEGER NOT NULL,
+    ref_paper_id UUID NOT NULL,
+    ref_page_id UUID NOT NULL
+);
+COMMENT ON TABLE equations IS 'One row per numbered display equation in each paper.';
+COMMENT ON COLUMN equations.equation_id IS 'A unique identifier for each equation.';
+COMMENT ON COLUMN equations.equation_content IS 'The content of the equation (plain text as extracted from the PDF, LaTeX when available).';
+COMMENT ON COLUMN equations.equation_number IS 'The printed equation number, e.g. "3"; NULL if unnumbered.';
+COMMENT ON COLUMN equations.bounding_box IS 'The region of the equation on its page: [x0, y0, width, height] in PDF points from the top-left corner.';
+COMMENT ON COLUMN equations.ordinal IS 'The position of the equation within its page, starting from 0.';
+COMMENT ON COLUMN equations.page_number IS 'The page number (from 1) of the equation.';
+COMMENT ON COLUMN equations.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+COMMENT ON COLUMN equations.ref_page_id IS 'Foreign key to pages.page_id.';
+
+CREATE TABLE IF NOT EXISTS reference (
+    reference_id UUID PRIMARY KEY,
+    reference_content VARCHAR NOT NULL,
+    ordinal INTEGER NOT NULL,
+    page_number INTEGER NOT NULL,
+    ref_paper_id UUID NOT NULL,
+    ref_page_id UUID NOT NULL
+);
+COMMENT ON TABLE reference IS 'One row per bibliography entry cited by each paper.';
+COMMENT ON COLUMN reference.reference_id IS 'A unique identifier for each reference entry.';
+COMMENT ON COLUMN reference.reference_content IS 'The full text of the bibliography entry (authors, year, title, venue).';
+COMMENT ON COLUMN reference.ordinal IS 'The position of the entry in the bibliography, starting from 0.';
+COMMENT ON COLUMN reference.page_number IS 'The page number (from 1) where the entry starts.';
+COMMENT ON COLUMN reference.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+COMMENT ON COLUMN reference.ref_page_id IS 'Foreign key to pages.page_id.';
+
+CREATE TABLE IF NOT EXISTS quarantine (
+    pdf_sha256 VARCHAR PRIMARY KEY,
+    pdf_path VARCHAR NOT NULL,
+    reason VARCHAR NOT NULL,
+    quarantined_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE quarantine IS 'PDFs that could not be parsed (corrupt, encrypted, no text layer), with the reason; they are retried on the next run.';
+COMMENT ON COLUMN quarantine.pdf_sha256 IS 'The sha256 hex digest of the PDF file bytes.';
+COMMENT ON COLUMN quarantine.pdf_path IS 'The path of the PDF file.';
+COMMENT ON COLUMN quarantine.reason IS 'Why the PDF could not be parsed.';
+COMMENT ON COLUMN quarantine.quarantined_at IS 'When the PDF was last found unparseable (UTC).';
