@@ -48,7 +48,11 @@ from .staging import (
 )
 from .vectorstore import VectorStore, batches_from_rows
 
-PARSER_VERSION = getattr(parse_module, "PARSER_VERSION", "1")
+
+
+def parser_version(settings: Settings) -> str:
+    """Version tag of a staged parse: the parser's own version plus the settings that shape its output."""
+    return f"{parse_module.PARSER_VERSION}/chunk{settings.chunk_tokens}"
 
 
 class ParseResult(BaseModel):
@@ -141,7 +145,7 @@ def parse_stage(pdf_path: str | Path, settings: Settings) -> ParseResult:
                            reason=f"unreadable: {exc.strerror or exc}", seconds=time.perf_counter() - start)
     staged = parsed_dir(settings, sha)
     manifest = read_manifest(staged)
-    if manifest and manifest.get("parser_version") == PARSER_VERSION and manifest.get("pdf_path") == str(path):
+    if manifest and manifest.get("parser_version") == parser_version(settings) and manifest.get("pdf_path") == str(path):
         return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="reused", paper_id=manifest["paper_id"],
                            title=manifest.get("title"), num_pages=manifest["counts"]["pages"],
                            staged_dir=str(staged), seconds=time.perf_counter() - start)
@@ -151,7 +155,7 @@ def parse_stage(pdf_path: str | Path, settings: Settings) -> ParseResult:
         qf = stage_quarantine(settings, path, sha, exc.reason)
         return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="quarantined", quarantine_file=str(qf),
                            reason=exc.reason, seconds=time.perf_counter() - start)
-    staged = stage_parsed(paper, settings, PARSER_VERSION)
+    staged = stage_parsed(paper, settings, parser_version(settings))
     quarantine_path(settings, sha).unlink(missing_ok=True)
     return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="parsed", paper_id=paper.paper_id,
                        title=paper.metadata.title, num_pages=len(paper.pages), staged_dir=str(staged),

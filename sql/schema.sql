@@ -86,7 +86,7 @@ CREATE TABLE IF NOT EXISTS chunks (
     ref_paper_id UUID NOT NULL,
     ref_page_id UUID NOT NULL
 );
-COMMENT ON TABLE chunks IS 'Fixed-size chunks of each page text: at most 256 all-MiniLM-L6-v2 tokens each, no overlap, never crossing a page.';
+COMMENT ON TABLE chunks IS 'Fixed-size chunks of each page text: at most 254 all-MiniLM-L6-v2 word pieces each (256 with [CLS]/[SEP], the model window), no overlap, never crossing a page.';
 COMMENT ON COLUMN chunks.chunk_id IS 'A unique identifier for each chunk.';
 COMMENT ON COLUMN chunks.text_content IS 'The text content of the chunk.';
 COMMENT ON COLUMN chunks.ordinal IS 'The position of the chunk within its page, starting from 0.';

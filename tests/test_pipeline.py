@@ -109,7 +109,7 @@ def test_search_finds_the_right_paper_and_respects_filters(ingested):
         hits = store.search("citation", BM25_COLLECTION, "chunks", "text_content",
                             filter=f"pdf_id == '{specter}' and page_number <= 2", limit=20)
         assert hits and all(h["paper_id"] == specter and h["page_number"] <= 2 for h in hits)
-        hits = store.search("citation", BM25_COLLECTION, "chunks", "text_content",
+        hits = store.search("language model evaluation", BM25_COLLECTION, "chunks", "text_content",
                             filter=f"paper_id != '{specter}' and page_number in [1, 3]", limit=20)
         assert hits and all(h["paper_id"] != specter and h["page_number"] in (1, 3) for h in hits)
 
