@@ -1,15 +1,20 @@
 """corpus_refresh — the nightly NeuSym corpus refresh (Airflow 3, TaskFlow, ``airflow.sdk``).
 
-Thin wiring only: every task calls a stage function of :mod:`neusym.pipeline`, the same functions
-behind ``neusym ingest``, so both produce identical databases.
+Thin wiring only: every task calls a stage function of :mod:`neusym.pipeline` / :mod:`neusym.crawl`,
+the same functions behind ``neusym ingest`` and ``neusym crawl``, so both produce identical databases.
 
-    discover ─► parse (mapped, one task per PDF) ─► encode (mapped, one task per PDF)
-                   └──────────► materialize (single DuckDB writer) ──► publish_vectors (single Qdrant writer)
+    crawl (mapped, one task per source) ─► load_metadata (single writer) ─► download (mapped, one per new PDF) ─┐
+    discover (local PDFs) ─────────────────────────────────────────────────────────────────────────────────────┴► collect
+    collect ─► parse (mapped, one per PDF) ─► encode (mapped, one per PDF)
+                  └──► materialize (single DuckDB writer) ──────────────► publish_vectors (single Qdrant writer)
 
-Parallel tasks only write per-PDF staging files under $NEUSYM_HOME/staging; ``materialize`` and
-``publish_vectors`` are the only writers of corpus.duckdb and the vector store. ``publish_vectors``
-updates the ``neusym://corpus`` asset, so downstream DAGs are triggered by data, not by time.
-Run params: ``paths`` (list of PDF files/folders; default: settings.input_paths).
+Parallel tasks only write per-item staging files under $NEUSYM_HOME/staging (and downloaded PDFs
+under $NEUSYM_HOME/pdfs); ``load_metadata``, ``materialize`` and ``publish_vectors`` are the only
+writers of corpus.duckdb and the vector store. A failing source is recorded in ``crawl_state`` and
+does not block the others. ``publish_vectors`` updates the ``neusym://corpus`` asset, so downstream
+DAGs are triggered by data, not by time.
+Run params: ``paths`` (PDF files/folders; default NEUSYM_PDF_DIRS) and ``sources`` (crawl specs;
+default NEUSYM_CRAWL_SOURCES).
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ _settings = Settings()
     catchup=False,
     max_active_runs=1,
     tags=["neusym"],
-    params={"paths": Param([], type="array", description="PDF files or folders; empty = NEUSYM_PDF_DIRS")},
+    params={
+        "paths": Param([], type="array", description="PDF files or folders; empty = NEUSYM_PDF_DIRS"),
+        "sources": Param([], type="array", description="crawl specs; empty = NEUSYM_CRAWL_SOURCES"),
+    },
     doc_md=__doc__,
 )
 def corpus_refresh():
@@ -43,11 +51,41 @@ def corpus_refresh():
             paths = [p for p in Settings().input_paths if p.exists()]
         return discover_pdfs(paths)
 
-    @task(map_index_template="{{ task.op_kwargs['pdf_path'] | replace('/', ' ') | truncate(60) }}")
-    def parse(pdf_path: str) -> dict:
+    @task
+    def sources() -> list[dict]:
+        return list(get_current_context()["params"].get("sources") or Settings().crawl_sources)
+
+    @task(map_index_template="{{ task.op_kwargs['spec']['source'] }}")
+    def crawl(spec: dict) -> dict:
+        from neusym.crawl import crawl_stage
+
+        return crawl_stage(spec, Settings()).model_dump(mode="json")
+
+    @task(trigger_rule="all_done")
+    def load_metadata(crawled: list[dict]) -> list[dict]:
+        from neusym.crawl import load_crawl_stage
+
+        report = load_crawl_stage([c for c in crawled if c], Settings())
+        return [j.model_dump() for j in report.downloads]
+
+    @task(map_index_template="{{ task.op_kwargs['job']['download_url'] }}")
+    def download(job: dict) -> dict:
+        from neusym.crawl import download_stage
+
+        return download_stage(job, Settings()).model_dump(mode="json")
+
+    @task(trigger_rule="none_failed")
+    def collect(local: list[str], downloaded: list[dict]) -> list[dict]:
+        from neusym.pipeline import parse_items
+
+        return parse_items(list(local), list(downloaded or []))
+
+    @task(map_index_template="{{ task.op_kwargs['item']['pdf_path'].split('/')[-1] }}")
+    def parse(item: dict) -> dict:
         from neusym.pipeline import parse_stage
 
-        return parse_stage(pdf_path, Settings()).model_dump()
+        return parse_stage(item["pdf_path"], Settings(), paper_id=item.get("paper_id"),
+                           download=item.get("download")).model_dump()
 
     @task
     def encode(parsed: dict) -> dict:
@@ -69,7 +107,9 @@ def corpus_refresh():
 
         return publish_stage(list(encoded), Settings()).model_dump()
 
-    parsed = parse.expand(pdf_path=discover())
+    jobs = load_metadata(crawl.expand(spec=sources()))
+    items = collect(discover(), download.expand(job=jobs))
+    parsed = parse.expand(item=items)
     encoded = encode.expand(parsed=parsed)
     loaded = materialize(parsed)
     published = publish_vectors(encoded)

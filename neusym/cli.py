@@ -68,6 +68,66 @@ def ingest(
 
 
 @app.command()
+def crawl(
+    source: str = typer.Argument(..., help="acl | arxiv | openreview"),
+    targets: Optional[List[str]] = typer.Argument(
+        None, help="acl: collection XML files, folders or URLs; arxiv: ids; openreview: venue ids."),
+    volume: Optional[List[str]] = typer.Option(None, "--volume", help="acl: volume selector (long, findings, 2024.acl-long...)."),
+    category: Optional[List[str]] = typer.Option(None, "--category", help="arxiv: category, e.g. cs.CL (repeatable)."),
+    query: Optional[str] = typer.Option(None, "--query", help="arxiv: search query terms."),
+    max_results: Optional[int] = typer.Option(None, "--max-results", help="arxiv: cap per run."),
+    all_submissions: bool = typer.Option(False, "--all-submissions", help="openreview: not only accepted papers."),
+    download: bool = typer.Option(True, "--download/--no-download", help="Download and parse the PDFs."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+) -> None:
+    """Crawl a metadata source into $NEUSYM_HOME (same stages as the DAG), then download and parse new PDFs."""
+    from .crawl import CrawlSpec
+    from .pipeline import ingest as run_ingest
+    from .sources.base import SourceError
+
+    targets = targets or []
+    if source == "acl":
+        if not targets:
+            err.print("[red]error:[/red] neusym crawl acl needs collection XML files, folders or URLs")
+            raise typer.Exit(2)
+        specs = [CrawlSpec(source="acl", paths=targets, volumes=volume or [])]
+    elif source == "arxiv":
+        if not (targets or category or query):
+            err.print("[red]error:[/red] neusym crawl arxiv needs ids, --category or --query")
+            raise typer.Exit(2)
+        specs = [CrawlSpec(source="arxiv", id_list=targets, categories=category or [], query=query,
+                           max_results=max_results)]
+    elif source == "openreview":
+        if not targets:
+            err.print("[red]error:[/red] neusym crawl openreview needs venue ids, e.g. ICLR.cc/2024/Conference")
+            raise typer.Exit(2)
+        specs = [CrawlSpec(source="openreview", venue_id=v, accepted_only=not all_submissions) for v in targets]
+    else:
+        err.print(f"[red]error:[/red] unknown source {source!r}: use acl, arxiv or openreview")
+        raise typer.Exit(2)
+    settings = _settings()
+    try:
+        report = run_ingest([], settings, crawl_specs=[s.model_dump() for s in specs], download=download)
+    except SourceError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    if as_json:
+        print(report.model_dump_json(indent=1))
+        return
+    for c in report.crawled:
+        line = f"{c.source}: {c.status}, {c.papers} records ({c.watermark_key})"
+        err.print(line + (f" — [red]{c.error}[/red]" if c.error else ""))
+    failed = [d for d in report.downloads if d["status"] == "failed"]
+    console.print(f"downloads: {len(report.downloads)} ({len(failed)} failed); parsed: "
+                  f"{sum(r.status == 'parsed' for r in report.parsed)}; rows: " +
+                  ", ".join(f"{k} {v}" for k, v in report.row_counts.items()))
+    for d in failed:
+        err.print(f"[yellow]download failed[/yellow] {d['download_url']}: {d['error']}")
+    if any(c.status == "failed" for c in report.crawled):
+        raise typer.Exit(1)
+
+
+@app.command()
 def ask(
     question: str = typer.Argument(..., help="The question, in natural language."),
     paper: Optional[List[str]] = typer.Option(None, "--paper", help="Restrict to this paper_id (repeatable)."),

@@ -33,6 +33,19 @@ def paper_id_for(title: str | None, pdf_sha256: str) -> str:
     return str(uuid.uuid5(PAPER_NS, key))
 
 
+def airqa_paper_id(title: str, conference_abbreviation: str | None, pub_year: int | None) -> str:
+    """The paper id of the NeuSym-RAG/AirQA-Real datasets, so external files keyed that way can be joined.
+
+    ``uuid5(NAMESPACE_DNS, <title lower-cased, only a-z0-9 kept> + "-" + <conference+year lower-cased,
+    e.g. "acl2024">)``; papers without a known venue use ``"uncategorized"``.
+    """
+    venue = re.sub(r"[^a-z0-9]", "", f"{conference_abbreviation or ''}{pub_year or ''}".lower())
+    if not conference_abbreviation or not pub_year or not venue:
+        venue = "uncategorized"
+    name = re.sub(r"[^a-z0-9]", "", title.lower()) + "-" + venue
+    return str(uuid.uuid5(uuid.NAMESPACE_DNS, name))
+
+
 def element_id(paper_id: str, kind: str, *key: object) -> str:
     """Id of an element of a paper, e.g. ``element_id(pid, "chunk", 3, 0)``."""
     return str(uuid.uuid5(uuid.UUID(paper_id), ":".join([kind, *map(str, key)])))

@@ -71,11 +71,15 @@ def select_staged(parsed_dirs: list[Path]) -> list[Path]:
     return sorted(d for _, d in by_paper.values())
 
 
-def materialize(settings: Settings, parsed_dirs: list[Path], quarantine_files: list[Path]) -> MaterializeReport:
+def materialize(
+    settings: Settings, parsed_dirs: list[Path], quarantine_files: list[Path], downloads: list[dict] | None = None
+) -> MaterializeReport:
     """Load staged papers and quarantine records into ``settings.db_path`` in one transaction.
 
     ``parsed_dirs``: staging directories written by :func:`neusym.staging.stage_parsed`;
-    ``quarantine_files``: JSON records written by :func:`neusym.staging.stage_quarantine`.
+    ``quarantine_files``: JSON records written by :func:`neusym.staging.stage_quarantine`;
+    ``downloads``: rows of the ``downloads`` table (download_url, ref_paper_id, pdf_sha256,
+    pdf_path, bytes, fetched_at) for crawled PDFs parsed in this run.
     Papers not listed are left untouched. Raises duckdb.Error (after rolling back) on failure.
     """
     dirs = select_staged(parsed_dirs)
@@ -102,6 +106,16 @@ def materialize(settings: Settings, parsed_dirs: list[Path], quarantine_files: l
                 "INSERT INTO staged_quarantine VALUES (?, ?, ?, ?)",
                 [[r["pdf_sha256"], r["pdf_path"], r["reason"], r["quarantined_at"]] for r in records],
             )
+        con.execute(
+            "CREATE OR REPLACE TEMP TABLE staged_downloads (download_url VARCHAR, ref_paper_id VARCHAR, "
+            "pdf_sha256 VARCHAR, pdf_path VARCHAR, bytes BIGINT, fetched_at VARCHAR)"
+        )
+        if downloads:
+            con.executemany(
+                "INSERT INTO staged_downloads VALUES (?, ?, ?, ?, ?, ?)",
+                [[d["download_url"], d["ref_paper_id"], d["pdf_sha256"], d["pdf_path"], d["bytes"], d["fetched_at"]]
+                 for d in downloads],
+            )
         con.execute("BEGIN TRANSACTION")
         try:
             for path in materialize_files():
@@ -116,5 +130,6 @@ def materialize(settings: Settings, parsed_dirs: list[Path], quarantine_files: l
 
 
 def row_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """Rows per table of the eight NeuSym tables plus quarantine."""
-    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in (*PAPER_TABLES, "quarantine")}
+    """Rows per table: the eight NeuSym tables plus quarantine, provenance, crawl_state and downloads."""
+    return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in (*PAPER_TABLES, "quarantine", "provenance", "crawl_state", "downloads")}

@@ -32,6 +32,7 @@ from .encode import (
     encodable_cells,
 )
 from .errors import UnparseablePDF
+from .ids import airqa_paper_id
 from .materialize import MaterializeReport, materialize, select_staged
 from .records import TABLE_RECORDS
 from .settings import Settings
@@ -67,6 +68,7 @@ class ParseResult(BaseModel):
     staged_dir: str | None = None
     quarantine_file: str | None = None
     reason: str | None = None
+    download: dict | None = None
     seconds: float = 0.0
 
 
@@ -100,6 +102,8 @@ class IngestReport(BaseModel):
     publish: PublishReport
     pages: int
     seconds: dict[str, float]
+    crawled: list = Field(default_factory=list)
+    downloads: list[dict] = Field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------- discover
@@ -129,9 +133,13 @@ def discover_pdfs(paths: Iterable[str | Path]) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------ parse
-def parse_stage(pdf_path: str | Path, settings: Settings) -> ParseResult:
+def parse_stage(
+    pdf_path: str | Path, settings: Settings, *, paper_id: str | None = None, download: dict | None = None
+) -> ParseResult:
     """Parse one PDF into staging (or reuse an up-to-date staged parse, or quarantine it).
 
+    ``paper_id``: the id of the crawled paper a downloaded PDF belongs to (default: from the PDF's
+    title); ``download``: its ``downloads`` row, passed through to the materialize stage.
     Never raises for a bad PDF: an unreadable or unparseable file is quarantined with its reason.
     """
     start = time.perf_counter()
@@ -145,21 +153,24 @@ def parse_stage(pdf_path: str | Path, settings: Settings) -> ParseResult:
                            reason=f"unreadable: {exc.strerror or exc}", seconds=time.perf_counter() - start)
     staged = parsed_dir(settings, sha)
     manifest = read_manifest(staged)
-    if manifest and manifest.get("parser_version") == parser_version(settings) and manifest.get("pdf_path") == str(path):
+    if (manifest and manifest.get("parser_version") == parser_version(settings)
+            and manifest.get("pdf_path") == str(path) and paper_id in (None, manifest["paper_id"])):
         return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="reused", paper_id=manifest["paper_id"],
                            title=manifest.get("title"), num_pages=manifest["counts"]["pages"],
-                           staged_dir=str(staged), seconds=time.perf_counter() - start)
+                           staged_dir=str(staged), download=download, seconds=time.perf_counter() - start)
     try:
-        paper = parse_module.parse_pdf(path, settings)
+        paper = parse_module.parse_pdf(path, settings, paper_id=paper_id)
     except UnparseablePDF as exc:
         qf = stage_quarantine(settings, path, sha, exc.reason)
         return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="quarantined", quarantine_file=str(qf),
                            reason=exc.reason, seconds=time.perf_counter() - start)
+    md = paper.metadata
+    md.airqa_paper_id = airqa_paper_id(md.title, md.conference_abbreviation, md.pub_year)
     staged = stage_parsed(paper, settings, parser_version(settings))
     quarantine_path(settings, sha).unlink(missing_ok=True)
     return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="parsed", paper_id=paper.paper_id,
                        title=paper.metadata.title, num_pages=len(paper.pages), staged_dir=str(staged),
-                       seconds=time.perf_counter() - start)
+                       download=download, seconds=time.perf_counter() - start)
 
 
 # ----------------------------------------------------------------------------------- encode
@@ -225,7 +236,8 @@ def materialize_stage(parsed: list[ParseResult | dict], settings: Settings) -> M
     results = [ParseResult.model_validate(p) for p in parsed]
     dirs = [Path(r.staged_dir) for r in results if r.staged_dir]
     qfiles = [Path(r.quarantine_file) for r in results if r.quarantine_file and Path(r.quarantine_file).exists()]
-    return materialize(settings, dirs, qfiles)
+    downloads = [r.download for r in results if r.download and r.staged_dir]
+    return materialize(settings, dirs, qfiles, downloads)
 
 
 # ---------------------------------------------------------------------------------- publish
@@ -265,19 +277,67 @@ def publish_stage(encoded: list[EncodeResult | dict], settings: Settings) -> Pub
 
 
 # ----------------------------------------------------------------------------------- ingest
-def ingest(
-    paths: Iterable[str | Path], settings: Settings, on_event: Callable[[str, BaseModel], None] | None = None
-) -> IngestReport:
-    """Run every stage in this process over PDFs/folders ``paths`` (what ``neusym ingest`` does).
+class ParseItem(BaseModel):
+    """One PDF to parse: a local file, or a crawled paper's download."""
 
-    Produces the same database and vector store as a ``corpus_refresh`` DAG run over the same PDFs.
+    pdf_path: str
+    paper_id: str | None = None
+    download: dict | None = None
+
+
+def parse_items(local_pdfs: list[str], downloads: list[dict]) -> list[dict]:
+    """The parse work list of a run: local PDFs plus successful downloads (as :class:`ParseItem` dicts)."""
+    from .crawl import DownloadResult, download_row
+
+    items = [ParseItem(pdf_path=p).model_dump() for p in local_pdfs]
+    for d in downloads:
+        d = DownloadResult.model_validate(d)
+        row = download_row(d)
+        if row:
+            items.append(ParseItem(pdf_path=d.pdf_path, paper_id=d.paper_id, download=row).model_dump())
+    return items
+
+
+def ingest(
+    paths: Iterable[str | Path],
+    settings: Settings,
+    on_event: Callable[[str, BaseModel], None] | None = None,
+    *,
+    crawl_specs: list[dict] | None = None,
+    download: bool | None = None,
+) -> IngestReport:
+    """Run every stage in this process (what ``neusym ingest`` / ``neusym crawl`` do).
+
+    ``paths``: local PDF files/folders; ``crawl_specs``: sources to crawl first (see
+    :class:`neusym.crawl.CrawlSpec`), whose new PDFs are downloaded (unless ``download`` is False)
+    and parsed with the local ones. Produces the same database and vector store as a
+    ``corpus_refresh`` DAG run over the same inputs.
     """
+    from .crawl import crawl_stage, download_stage, load_crawl_stage
+
     timings: dict[str, float] = {}
     t = time.perf_counter()
     pdfs = discover_pdfs(paths)
+    downloads: list[dict] = []
+    crawled: list = []
+    if crawl_specs:
+        crawled = [crawl_stage(spec, settings) for spec in crawl_specs]
+        for c in crawled:
+            if on_event:
+                on_event("crawl", c)
+        loaded = load_crawl_stage(crawled, settings, download=download)
+        timings["crawl"] = time.perf_counter() - t
+        t = time.perf_counter()
+        for job in loaded.downloads:
+            d = download_stage(job, settings)
+            downloads.append(d.model_dump())
+            if on_event:
+                on_event("download", d)
+        timings["download"] = time.perf_counter() - t
+        t = time.perf_counter()
     parsed = []
-    for pdf in pdfs:
-        r = parse_stage(pdf, settings)
+    for item in parse_items(pdfs, downloads):
+        r = parse_stage(item["pdf_path"], settings, paper_id=item["paper_id"], download=item["download"])
         parsed.append(r)
         if on_event:
             on_event("parse", r)
@@ -297,4 +357,5 @@ def ingest(
     pub = publish_stage(encoded, settings)
     timings["publish"] = time.perf_counter() - t
     return IngestReport(parsed=parsed, encoded=encoded, row_counts=mat.row_counts, publish=pub,
-                        pages=sum(r.num_pages for r in parsed), seconds=timings)
+                        pages=sum(r.num_pages for r in parsed), seconds=timings, crawled=crawled,
+                        downloads=downloads)

@@ -21,7 +21,7 @@ class Metadata(BaseModel):
     paper_id: str
     title: str
     abstract: str | None = None
-    num_pages: int
+    num_pages: int | None = None
     conference_full: str | None = None
     conference_abbreviation: str | None = None
     pub_year: int | None = None
@@ -29,10 +29,11 @@ class Metadata(BaseModel):
     download_url: str | None = None
     bibtex: str | None = None
     authors: list[str] = Field(default_factory=list)
-    pdf_path: str
-    pdf_sha256: str
+    pdf_path: str | None = None
+    pdf_sha256: str | None = None
     tldr: str | None = None
     tags: list[str] = Field(default_factory=list)
+    airqa_paper_id: str | None = None
 
 
 class Page(BaseModel):

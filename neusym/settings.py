@@ -26,6 +26,30 @@ class Settings(BaseSettings):
         description="PDF files/folders the corpus refresh reads (JSON list in NEUSYM_PDF_DIRS); empty = home/pdfs.",
     )
     refresh_cron: str = Field("0 2 * * *", description="Schedule of the corpus_refresh DAG (cron, UTC).")
+    # -- crawl ---------------------------------------------------------------------------------
+    crawl_sources: list[dict] = Field(
+        default_factory=list,
+        description='Metadata sources of the nightly crawl (JSON list in NEUSYM_CRAWL_SOURCES), e.g. '
+        '[{"source": "acl", "paths": ["https://.../2024.acl.xml"], "volumes": ["long"]}, '
+        '{"source": "arxiv", "categories": ["cs.CL"]}, {"source": "openreview", "venue_id": "ICLR.cc/2024/Conference"}].',
+    )
+    crawl_download: bool = Field(True, description="Download the PDFs of crawled papers (then parse them).")
+    arxiv_api_url: str | None = Field(None, description="arXiv API query URL override (tests, mirrors).")
+    arxiv_delay_s: float = Field(3.0, description="Minimum gap between arXiv API requests (arXiv asks ~3 s).")
+    arxiv_page_size: int = 100
+    arxiv_max_results: int = 1000
+    openreview_baseurl: str = "https://api2.openreview.net"
+    openreview_username: str | None = None
+    openreview_password: str | None = None
+    source_timeout_s: float = 60.0
+    source_retries: int = 3
+    source_backoff_s: float = 5.0
+    download_max_mb: float = Field(100.0, description="Largest PDF accepted by the download stage.")
+    pdf_mirrors: dict[str, str] = Field(
+        default_factory=dict,
+        description='URL prefix rewrites for PDF downloads (JSON in NEUSYM_PDF_MIRRORS), e.g. '
+        '{"https://aclanthology.org/": "http://mirror.internal/acl/"}.',
+    )
     # -- vector store --------------------------------------------------------------------------
     qdrant_url: str | None = Field(None, description="Qdrant server URL; unset = embedded local mode under home/qdrant.")
     qdrant_api_key: str | None = None

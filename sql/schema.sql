@@ -8,7 +8,7 @@ CREATE TABLE IF NOT EXISTS metadata (
     paper_id UUID PRIMARY KEY,
     title VARCHAR NOT NULL,
     abstract VARCHAR,
-    num_pages INTEGER NOT NULL,
+    num_pages INTEGER,
     conference_full VARCHAR,
     conference_abbreviation VARCHAR,
     pub_year INTEGER,
@@ -16,16 +16,17 @@ CREATE TABLE IF NOT EXISTS metadata (
     download_url VARCHAR,
     bibtex VARCHAR,
     authors VARCHAR[],
-    pdf_path VARCHAR NOT NULL,
-    pdf_sha256 VARCHAR NOT NULL,
+    pdf_path VARCHAR,
+    pdf_sha256 VARCHAR,
     tldr VARCHAR,
-    tags VARCHAR[]
+    tags VARCHAR[],
+    airqa_paper_id UUID
 );
 COMMENT ON TABLE metadata IS 'One row per paper: bibliographic metadata of each PDF (title, authors, abstract, venue, year).';
 COMMENT ON COLUMN metadata.paper_id IS 'A unique identifier for this paper (uuid5 of the normalized title).';
 COMMENT ON COLUMN metadata.title IS 'The title of this paper.';
 COMMENT ON COLUMN metadata.abstract IS 'The abstract of this paper.';
-COMMENT ON COLUMN metadata.num_pages IS 'The number of pages in this paper.';
+COMMENT ON COLUMN metadata.num_pages IS 'The number of pages in this paper; NULL while only its metadata is known (PDF not parsed yet).';
 COMMENT ON COLUMN metadata.conference_full IS 'The full name of the conference where this paper was published, e.g. Annual Meeting of the Association for Computational Linguistics; NULL if unknown.';
 COMMENT ON COLUMN metadata.conference_abbreviation IS 'The abbreviation of the conference, e.g. ACL, EMNLP, NAACL, EACL, ICLR; NULL if unknown.';
 COMMENT ON COLUMN metadata.pub_year IS 'The year when this paper was published; NULL if unknown.';
@@ -33,10 +34,11 @@ COMMENT ON COLUMN metadata.volume IS 'The volume of the conference where this pa
 COMMENT ON COLUMN metadata.download_url IS 'The URL from which the PDF can be downloaded; NULL if unknown.';
 COMMENT ON COLUMN metadata.bibtex IS 'The BibTeX entry of this paper; NULL if unknown.';
 COMMENT ON COLUMN metadata.authors IS 'The full names of the authors of this paper, in order.';
-COMMENT ON COLUMN metadata.pdf_path IS 'The path of the PDF file this paper was parsed from.';
-COMMENT ON COLUMN metadata.pdf_sha256 IS 'The sha256 hex digest of the PDF file bytes.';
+COMMENT ON COLUMN metadata.pdf_path IS 'The path of the PDF file this paper was parsed from; NULL while only its metadata is known.';
+COMMENT ON COLUMN metadata.pdf_sha256 IS 'The sha256 hex digest of the parsed PDF file bytes; NULL while only its metadata is known.';
 COMMENT ON COLUMN metadata.tldr IS 'A brief LLM-written summary of the main idea or findings; NULL until summarized.';
 COMMENT ON COLUMN metadata.tags IS 'LLM-written keyword tags of this paper; empty until summarized.';
+COMMENT ON COLUMN metadata.airqa_paper_id IS 'The id NeuSym-RAG/AirQA-Real datasets use for this paper: uuid5(DNS namespace, lower-case alphanumeric title + "-" + lower-case conference abbreviation and year, e.g. "acl2024", or "uncategorized"); join external AirQA files on it.';
 
 CREATE TABLE IF NOT EXISTS pages (
     page_id UUID PRIMARY KEY,
@@ -183,3 +185,60 @@ COMMENT ON COLUMN quarantine.pdf_sha256 IS 'The sha256 hex digest of the PDF fil
 COMMENT ON COLUMN quarantine.pdf_path IS 'The path of the PDF file.';
 COMMENT ON COLUMN quarantine.reason IS 'Why the PDF could not be parsed.';
 COMMENT ON COLUMN quarantine.quarantined_at IS 'When the PDF was last found unparseable (UTC).';
+
+CREATE TABLE IF NOT EXISTS provenance (
+    source VARCHAR NOT NULL,
+    external_id VARCHAR NOT NULL,
+    ref_paper_id UUID NOT NULL,
+    version VARCHAR,
+    arxiv_id VARCHAR,
+    openreview_id VARCHAR,
+    anthology_id VARCHAR,
+    doi VARCHAR,
+    pdf_url VARCHAR,
+    updated TIMESTAMP,
+    fetched_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (source, external_id)
+);
+COMMENT ON TABLE provenance IS 'Which metadata source knows each paper under which external ids (one row per source record; a paper found on arXiv and at ACL has two rows).';
+COMMENT ON COLUMN provenance.source IS 'The source: arxiv, openreview or acl.';
+COMMENT ON COLUMN provenance.external_id IS 'The id of the paper in that source without version: arXiv id (2305.14314), OpenReview forum id, or ACL Anthology id (2024.acl-long.1).';
+COMMENT ON COLUMN provenance.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+COMMENT ON COLUMN provenance.version IS 'The arXiv version (e.g. v2) of the latest record seen; NULL for other sources.';
+COMMENT ON COLUMN provenance.arxiv_id IS 'The arXiv id when known.';
+COMMENT ON COLUMN provenance.openreview_id IS 'The OpenReview forum id when known.';
+COMMENT ON COLUMN provenance.anthology_id IS 'The ACL Anthology id when known.';
+COMMENT ON COLUMN provenance.doi IS 'The DOI when known (lower case, without https://doi.org/).';
+COMMENT ON COLUMN provenance.pdf_url IS 'Where this source serves the PDF.';
+COMMENT ON COLUMN provenance.updated IS 'When the source last changed the record (UTC).';
+COMMENT ON COLUMN provenance.fetched_at IS 'When the crawl last saw the record (UTC).';
+
+CREATE TABLE IF NOT EXISTS crawl_state (
+    watermark_key VARCHAR PRIMARY KEY,
+    watermark TIMESTAMP,
+    last_success_at TIMESTAMP,
+    last_error VARCHAR,
+    last_error_at TIMESTAMP
+);
+COMMENT ON TABLE crawl_state IS 'Incremental crawl watermarks, one per source and scope (query, venue or collection); advanced only when the records they cover are committed.';
+COMMENT ON COLUMN crawl_state.watermark_key IS 'source:scope, e.g. arxiv:(cat:cs.CL) or openreview:ICLR.cc/2024/Conference or acl:2024.acl.';
+COMMENT ON COLUMN crawl_state.watermark IS 'The latest submitted/updated time (UTC) covered by committed records; the next crawl asks only for newer ones.';
+COMMENT ON COLUMN crawl_state.last_success_at IS 'When this crawl last completed (UTC).';
+COMMENT ON COLUMN crawl_state.last_error IS 'The error of the last failed crawl, NULL after a success.';
+COMMENT ON COLUMN crawl_state.last_error_at IS 'When the last failure happened (UTC).';
+
+CREATE TABLE IF NOT EXISTS downloads (
+    download_url VARCHAR PRIMARY KEY,
+    ref_paper_id UUID NOT NULL,
+    pdf_sha256 VARCHAR NOT NULL,
+    pdf_path VARCHAR NOT NULL,
+    bytes BIGINT NOT NULL,
+    fetched_at TIMESTAMP NOT NULL
+);
+COMMENT ON TABLE downloads IS 'PDFs downloaded by the crawl, stored by content (sha256) under $NEUSYM_HOME/pdfs/sha256/.';
+COMMENT ON COLUMN downloads.download_url IS 'The URL the PDF was downloaded from.';
+COMMENT ON COLUMN downloads.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+COMMENT ON COLUMN downloads.pdf_sha256 IS 'The sha256 hex digest of the downloaded bytes.';
+COMMENT ON COLUMN downloads.pdf_path IS 'Where the PDF is stored.';
+COMMENT ON COLUMN downloads.bytes IS 'Size of the PDF in bytes.';
+COMMENT ON COLUMN downloads.fetched_at IS 'When it was downloaded (UTC).';

@@ -44,10 +44,12 @@ PARSER_VERSION = "1"
 for the same PDF bytes, so that staged parses made by an older parser are redone."""
 
 
-def parse_pdf(path: Path | str, settings: Settings | None = None) -> ParsedPaper:
+def parse_pdf(path: Path | str, settings: Settings | None = None, *, paper_id: str | None = None) -> ParsedPaper:
     """Parse the PDF at ``path`` into a :class:`~neusym.records.ParsedPaper`.
 
     ``settings`` defaults to :func:`neusym.settings.get_settings`; only ``chunk_tokens`` is used.
+    ``paper_id``: the id of an already known (crawled) paper this PDF belongs to; by default the id
+    is derived from the title printed in the PDF (:func:`neusym.ids.paper_id_for`).
     Raises :class:`~neusym.errors.UnparseablePDF` (``.reason`` is a short explanation) when the
     file is unreadable, corrupt or truncated, encrypted with a user password, has zero pages, or
     has no text layer. Parsing the same bytes twice yields identical records (ids included).
@@ -56,14 +58,14 @@ def parse_pdf(path: Path | str, settings: Settings | None = None) -> ParsedPaper
     path = Path(path)
     opened = open_pdf(path)
     try:
-        return _build(opened, settings)
+        return _build(opened, settings, paper_id)
     except (pymupdf.FileDataError, pymupdf.mupdf.FzErrorBase) as exc:  # damage found late (a page's content)
         raise UnparseablePDF(path, f"corrupt: {' '.join(str(exc).split())[:200]}") from exc
     finally:
         opened.doc.close()
 
 
-def _build(opened: OpenedPDF, settings: Settings) -> ParsedPaper:
+def _build(opened: OpenedPDF, settings: Settings, known_paper_id: str | None = None) -> ParsedPaper:
     doc, pages = opened.doc, opened.pages
     body = body_font_size(pages)
     furniture = find_furniture(pages)
@@ -86,7 +88,7 @@ def _build(opened: OpenedPDF, settings: Settings) -> ParsedPaper:
     if abstract is None:
         inline = abstract_from_page(pages)
         abstract = unwrap(inline, vocabulary) if inline else None
-    paper_id = paper_id_for(info.title, opened.sha256)
+    paper_id = known_paper_id or paper_id_for(info.title, opened.sha256)
     title = info.title or _fallback_title(opened)
     metadata = Metadata(
         paper_id=paper_id,

@@ -6,6 +6,13 @@
 -- A re-parsed paper replaces all of its previous rows (delete by paper, then insert), so rows of
 -- elements that disappeared do not linger; unchanged input yields identical rows.
 
+-- A crawled paper (one with provenance rows) keeps its crawled bibliographic fields; the parse
+-- contributes what only the PDF knows (pages, path, sha256) and fills the fields the crawl lacks.
+CREATE OR REPLACE TEMP TABLE prev_metadata AS
+SELECT m.* FROM metadata m
+WHERE m.paper_id IN (SELECT paper_id::UUID FROM staged_metadata)
+  AND EXISTS (SELECT 1 FROM provenance p WHERE p.ref_paper_id = m.paper_id);
+
 DELETE FROM pages     WHERE ref_paper_id IN (SELECT paper_id::UUID FROM staged_metadata);
 DELETE FROM sections  WHERE ref_paper_id IN (SELECT paper_id::UUID FROM staged_metadata);
 DELETE FROM chunks    WHERE ref_paper_id IN (SELECT paper_id::UUID FROM staged_metadata);
@@ -16,9 +23,23 @@ DELETE FROM reference WHERE ref_paper_id IN (SELECT paper_id::UUID FROM staged_m
 DELETE FROM metadata  WHERE paper_id     IN (SELECT paper_id::UUID FROM staged_metadata);
 
 INSERT INTO metadata
-SELECT paper_id::UUID, title, abstract, num_pages::INTEGER, conference_full, conference_abbreviation,
-       pub_year::INTEGER, volume, download_url, bibtex, authors, pdf_path, pdf_sha256, tldr, tags
-FROM staged_metadata;
+SELECT s.paper_id::UUID,
+       coalesce(p.title, s.title),
+       coalesce(p.abstract, s.abstract),
+       s.num_pages::INTEGER,
+       coalesce(p.conference_full, s.conference_full),
+       coalesce(p.conference_abbreviation, s.conference_abbreviation),
+       coalesce(p.pub_year, s.pub_year::INTEGER),
+       coalesce(p.volume, s.volume),
+       coalesce(p.download_url, s.download_url),
+       coalesce(p.bibtex, s.bibtex),
+       CASE WHEN len(p.authors) > 0 THEN p.authors ELSE s.authors END,
+       s.pdf_path,
+       s.pdf_sha256,
+       coalesce(s.tldr, p.tldr),
+       CASE WHEN len(s.tags) > 0 THEN s.tags ELSE p.tags END,
+       coalesce(p.airqa_paper_id, s.airqa_paper_id::UUID)
+FROM staged_metadata s LEFT JOIN prev_metadata p ON p.paper_id = s.paper_id::UUID;
 
 INSERT INTO pages
 SELECT page_id::UUID, page_number::INTEGER, page_width, page_height, page_content, page_summary,
@@ -59,3 +80,7 @@ FROM staged_reference;
 DELETE FROM quarantine
 WHERE pdf_sha256 IN (SELECT pdf_sha256 FROM staged_metadata)
    OR pdf_path IN (SELECT pdf_path FROM staged_metadata);
+
+-- PDFs downloaded by the crawl for the papers of this run (input: temporary table staged_downloads).
+INSERT OR REPLACE INTO downloads
+SELECT download_url, ref_paper_id::UUID, pdf_sha256, pdf_path, bytes, fetched_at::TIMESTAMP FROM staged_downloads;

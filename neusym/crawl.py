@@ -1,0 +1,380 @@
+"""Crawl stages: metadata from arXiv / OpenReview / the ACL Anthology, then PDF downloads.
+
+    crawl_stage (one per source, parallel) ─► load_crawl_stage (single DuckDB writer) ─► download_stage (one per PDF)
+
+- ``crawl_stage`` reads the source's watermark (read-only), fetches what is newer, and stages the
+  records as JSON under ``$NEUSYM_HOME/staging/crawl/``. A failing source is reported in its result
+  (and later in ``crawl_state.last_error``); it does not fail the others.
+- ``load_crawl_stage`` merges the records of all sources into papers (one ``paper_id`` per work:
+  known provenance ids first, then DOI/arXiv/Anthology/OpenReview ids, then normalized title +
+  first author), upserts ``metadata`` and ``provenance`` and advances each successful source's
+  watermark in the same transaction, then returns the PDFs not downloaded yet.
+- ``download_stage`` fetches one PDF (size/time limits, retries with backoff, resumable with HTTP
+  Range) into content-addressed storage ``$NEUSYM_HOME/pdfs/sha256/<sha256>.pdf``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+import duckdb
+import requests
+from pydantic import BaseModel, Field
+
+from .ids import PAPER_NS, airqa_paper_id, normalize_title, paper_id_for
+from .materialize import create_schema
+from .settings import Settings
+from .sources.base import (
+    SourceError,
+    SourcePaper,
+    first_author_surname,
+    id_keys,
+    merge_sources,
+    merged_metadata,
+    provenance_rows,
+)
+from .staging import write_json_atomic
+
+SourceName = Literal["arxiv", "openreview", "acl"]
+
+
+class CrawlSpec(BaseModel):
+    """One configured crawl: a source and what to ask it for."""
+
+    source: SourceName
+    # arxiv
+    categories: list[str] = Field(default_factory=list)
+    query: str | None = None
+    id_list: list[str] = Field(default_factory=list)
+    max_results: int | None = None
+    # openreview
+    venue_id: str | None = None
+    accepted_only: bool = True
+    # acl
+    paths: list[str] = Field(default_factory=list)
+    volumes: list[str] = Field(default_factory=list)
+    collections: list[str] = Field(default_factory=list)
+
+    @property
+    def scope(self) -> str:
+        """What this crawl covers, the second half of its watermark key."""
+        if self.source == "arxiv":
+            from .sources.arxiv_source import build_arxiv_query
+
+            parts = []
+            if self.categories or self.query:
+                parts.append(build_arxiv_query(self.categories, self.query))
+            if self.id_list:
+                parts.append("ids:" + ",".join(sorted(self.id_list)))
+            return " | ".join(parts)
+        if self.source == "openreview":
+            return f"{self.venue_id}{'' if self.accepted_only else ' (all submissions)'}"
+        sel = ",".join(sorted(self.collections)) or ",".join(sorted(Path(p).name for p in self.paths))
+        return sel + (f" [{','.join(sorted(self.volumes))}]" if self.volumes else "")
+
+    @property
+    def watermark_key(self) -> str:
+        return f"{self.source}:{self.scope}"
+
+
+class CrawlResult(BaseModel):
+    """Outcome of one source crawl (small: travels through XCom)."""
+
+    source: SourceName
+    watermark_key: str
+    status: Literal["ok", "failed"]
+    papers: int = 0
+    staged_file: str | None = None
+    watermark: datetime | None = None
+    previous_watermark: datetime | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+
+class DownloadJob(BaseModel):
+    paper_id: str
+    download_url: str
+
+
+class LoadCrawlReport(BaseModel):
+    """What loading the crawled records changed."""
+
+    papers_new: int = 0
+    papers_known: int = 0
+    provenance_rows: int = 0
+    watermarks_advanced: list[str] = Field(default_factory=list)
+    downloads: list[DownloadJob] = Field(default_factory=list)
+
+
+class DownloadResult(BaseModel):
+    """Outcome of one PDF download: the stored file, or the error."""
+
+    paper_id: str
+    download_url: str
+    status: Literal["downloaded", "stored", "failed"]
+    pdf_path: str | None = None
+    pdf_sha256: str | None = None
+    bytes: int = 0
+    fetched_at: datetime | None = None
+    error: str | None = None
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def read_watermark(settings: Settings, key: str) -> datetime | None:
+    """The committed watermark of ``key`` (UTC), or None when never crawled (read-only access)."""
+    if not settings.db_path.exists():
+        return None
+    con = duckdb.connect(str(settings.db_path), read_only=True)
+    try:
+        exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'crawl_state'").fetchone()[0]
+        if not exists:
+            return None
+        row = con.execute("SELECT watermark FROM crawl_state WHERE watermark_key = ?", [key]).fetchone()
+    finally:
+        con.close()
+    if not row or row[0] is None:
+        return None
+    return row[0].replace(tzinfo=timezone.utc)
+
+
+def fetch(spec: CrawlSpec, settings: Settings, since: datetime | None) -> tuple[list[SourcePaper], datetime | None]:
+    """Run the source client of ``spec`` with the connection settings; raises SourceError."""
+    common = dict(timeout=settings.source_timeout_s, num_retries=settings.source_retries)
+    if spec.source == "arxiv":
+        from .sources.arxiv_source import build_arxiv_query, fetch_arxiv
+
+        query = build_arxiv_query(spec.categories, spec.query) if (spec.categories or spec.query) else None
+        return fetch_arxiv(query, spec.id_list or None, since=since, page_size=settings.arxiv_page_size,
+                           max_results=spec.max_results or settings.arxiv_max_results,
+                           delay_seconds=settings.arxiv_delay_s, base_url=settings.arxiv_api_url, **common)
+    if spec.source == "openreview":
+        from .sources.openreview_source import fetch_openreview
+
+        if not spec.venue_id:
+            raise SourceError("openreview", "<config>", "venue_id is required")
+        return fetch_openreview(spec.venue_id, accepted_only=spec.accepted_only, since=since,
+                                baseurl=settings.openreview_baseurl, username=settings.openreview_username,
+                                password=settings.openreview_password, backoff_seconds=settings.source_backoff_s,
+                                **common)
+    from .sources.acl_source import fetch_acl
+
+    if not spec.paths:
+        raise SourceError("acl", "<config>", "paths (collection XML files, directories or URLs) are required")
+    # a whole collection re-reads in well under a second: no watermark filtering, upserts are idempotent
+    return fetch_acl(spec.paths, volumes=set(spec.volumes) or None, collections=set(spec.collections) or None,
+                     backoff_seconds=settings.source_backoff_s, **common)
+
+
+def crawl_stage(spec: CrawlSpec | dict, settings: Settings) -> CrawlResult:
+    """Fetch one source's new records and stage them as JSON; never raises for a source failure."""
+    spec = CrawlSpec.model_validate(spec)
+    start = time.perf_counter()
+    key = spec.watermark_key
+    since = read_watermark(settings, key)
+    papers: list[SourcePaper]
+    try:
+        papers, watermark = fetch(spec, settings, since)
+        status, error = "ok", None
+    except SourceError as exc:
+        papers, watermark, status, error = list(exc.partial or []), None, "failed", str(exc)
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    staged = settings.staging_dir / "crawl" / f"{spec.source}-{digest}.json"
+    write_json_atomic(staged, {"watermark_key": key, "status": status, "error": error,
+                               "papers": [p.model_dump(mode="json") for p in papers]})
+    return CrawlResult(source=spec.source, watermark_key=key, status=status, papers=len(papers),
+                       staged_file=str(staged), watermark=watermark, previous_watermark=since, error=error,
+                       seconds=time.perf_counter() - start)
+
+
+# ------------------------------------------------------------------------------ load (single writer)
+def _existing_ids(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, str], dict[str, str]]:
+    """(identity key -> paper_id) from provenance, (normalized title -> paper_id) from metadata."""
+    by_key: dict[str, str] = {}
+    for source, ext, pid, arxiv_id, or_id, anth_id, doi in con.execute(
+        "SELECT source, external_id, ref_paper_id::VARCHAR, arxiv_id, openreview_id, anthology_id, doi FROM provenance"
+    ).fetchall():
+        probe = SourcePaper(source=source, external_id=ext, title="x", arxiv_id=arxiv_id, openreview_id=or_id,
+                            anthology_id=anth_id, doi=doi)
+        for k in id_keys(probe):
+            by_key.setdefault(k, pid)
+    by_title = {normalize_title(t): pid for pid, t in
+                con.execute("SELECT paper_id::VARCHAR, title FROM metadata").fetchall()}
+    return by_key, by_title
+
+
+def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, download: bool | None = None) -> LoadCrawlReport:
+    """Upsert the staged crawl records into ``metadata``/``provenance`` and advance watermarks, atomically.
+
+    Returns the download jobs: papers with a PDF URL that was never downloaded (a new arXiv version
+    has a new URL, so it is downloaded and re-parsed; unchanged papers give no job).
+    Raises duckdb.Error after rolling back when the load fails (watermarks then stay where they were).
+    """
+    results = [CrawlResult.model_validate(r) for r in results]
+    download = settings.crawl_download if download is None else download
+    papers: list[SourcePaper] = []
+    for r in results:
+        if r.staged_file and Path(r.staged_file).exists():
+            data = json.loads(Path(r.staged_file).read_text(encoding="utf-8"))
+            papers += [SourcePaper.model_validate(p) for p in data["papers"]]
+    groups = merge_sources(papers)
+    settings.home.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(settings.db_path))
+    report = LoadCrawlReport()
+    now = _utcnow().replace(tzinfo=None)
+    try:
+        create_schema(con)
+        by_key, by_title = _existing_ids(con)
+        downloaded = {u for (u,) in con.execute("SELECT download_url FROM downloads").fetchall()}
+        con.execute("BEGIN TRANSACTION")
+        try:
+            claimed: dict[str, str | None] = {}  # paper_id -> first-author surname of the group that took it
+            for group in groups:
+                meta = merged_metadata(group)
+                surname = first_author_surname(meta["authors"])
+                pid = next((by_key[k] for p in group for k in id_keys(p) if k in by_key), None)
+                pid = pid or by_title.get(normalize_title(meta["title"]))
+                if pid and pid in claimed and claimed[pid] != surname:
+                    pid = None  # same title, different authors: a different work
+                known = pid is not None
+                if pid is None:
+                    pid = paper_id_for(meta["title"], "")
+                    if pid in claimed and claimed[pid] != surname:
+                        first = group[0]
+                        pid = str(uuid.uuid5(PAPER_NS, f"{first.source}:{first.external_id}"))
+                claimed.setdefault(pid, surname)
+                by_title.setdefault(normalize_title(meta["title"]), pid)
+                aid = airqa_paper_id(meta["title"], meta["conference_abbreviation"], meta["pub_year"])
+                cols = ["title", "abstract", "authors", "conference_full", "conference_abbreviation", "pub_year",
+                        "volume", "download_url", "bibtex"]
+                if known and con.execute("SELECT count(*) FROM metadata WHERE paper_id = ?", [pid]).fetchone()[0]:
+                    sets = ", ".join(f"{c} = coalesce(?, {c})" for c in cols)
+                    con.execute(f"UPDATE metadata SET {sets}, airqa_paper_id = ? WHERE paper_id = ?",
+                                [meta[c] or None for c in cols] + [aid, pid])
+                    report.papers_known += 1
+                else:
+                    con.execute(f"INSERT INTO metadata (paper_id, {', '.join(cols)}, airqa_paper_id) "
+                                f"VALUES (?, {', '.join('?' * len(cols))}, ?)",
+                                [pid] + [meta[c] for c in cols] + [aid])
+                    report.papers_new += 1
+                for row in provenance_rows(group):
+                    con.execute(
+                        "INSERT OR REPLACE INTO provenance VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [row["source"], row["external_id"], pid, row["version"], row["arxiv_id"],
+                         row["openreview_id"], row["anthology_id"], row["doi"], row["pdf_url"],
+                         row["updated"].astimezone(timezone.utc).replace(tzinfo=None) if row["updated"] else None, now],
+                    )
+                    report.provenance_rows += 1
+                url = meta["download_url"]
+                if download and url and url not in downloaded:
+                    report.downloads.append(DownloadJob(paper_id=pid, download_url=url))
+                    downloaded.add(url)
+            for r in results:
+                if r.status == "ok":
+                    con.execute(
+                        "INSERT INTO crawl_state VALUES (?, ?, ?, NULL, NULL) ON CONFLICT (watermark_key) DO UPDATE "
+                        "SET watermark = greatest(coalesce(crawl_state.watermark, excluded.watermark), "
+                        "coalesce(excluded.watermark, crawl_state.watermark)), "
+                        "last_success_at = excluded.last_success_at, last_error = NULL, last_error_at = NULL",
+                        [r.watermark_key, r.watermark.astimezone(timezone.utc).replace(tzinfo=None) if r.watermark else None, now],
+                    )
+                    report.watermarks_advanced.append(r.watermark_key)
+                else:
+                    con.execute(
+                        "INSERT INTO crawl_state VALUES (?, NULL, NULL, ?, ?) ON CONFLICT (watermark_key) DO UPDATE "
+                        "SET last_error = excluded.last_error, last_error_at = excluded.last_error_at",
+                        [r.watermark_key, r.error, now],
+                    )
+            con.execute("COMMIT")
+        except Exception:
+            con.execute("ROLLBACK")
+            raise
+    finally:
+        con.close()
+    return report
+
+
+# ------------------------------------------------------------------------------------- download
+def _store_path(settings: Settings, sha: str) -> Path:
+    return settings.home / "pdfs" / "sha256" / f"{sha}.pdf"
+
+
+def download_stage(job: DownloadJob | dict, settings: Settings) -> DownloadResult:
+    """Download one PDF into content-addressed storage; never raises (failures are in the result).
+
+    Limits: ``settings.download_max_mb``, ``settings.source_timeout_s`` per request; 429/5xx and
+    transport errors are retried ``settings.source_retries`` times with exponential backoff, resuming
+    a partial file with an HTTP Range request. The body must start with ``%PDF``.
+    """
+    job = DownloadJob.model_validate(job)
+    url = job.download_url
+    for prefix, target in settings.pdf_mirrors.items():
+        if url.startswith(prefix):
+            url = target + url[len(prefix):]
+            break
+    part_dir = settings.home / "pdfs" / "partial"
+    part_dir.mkdir(parents=True, exist_ok=True)
+    part = part_dir / (hashlib.sha256(job.download_url.encode()).hexdigest()[:32] + ".part")
+    limit = int(settings.download_max_mb * 1024 * 1024)
+    error = "no attempt made"
+    for attempt in range(settings.source_retries + 1):
+        if attempt:
+            time.sleep(min(settings.source_backoff_s * 2 ** (attempt - 1), 60))
+        have = part.stat().st_size if part.exists() else 0
+        headers = {"Range": f"bytes={have}-"} if have else {}
+        try:
+            with requests.get(url, headers=headers, stream=True, timeout=settings.source_timeout_s) as resp:
+                if resp.status_code in (429,) or resp.status_code >= 500:
+                    error = f"HTTP {resp.status_code}"
+                    continue
+                if resp.status_code >= 400:
+                    return DownloadResult(paper_id=job.paper_id, download_url=job.download_url, status="failed",
+                                          error=f"HTTP {resp.status_code}")
+                mode = "ab" if resp.status_code == 206 and have else "wb"
+                size = have if mode == "ab" else 0
+                with open(part, mode) as fh:
+                    for block in resp.iter_content(1 << 16):
+                        size += len(block)
+                        if size > limit:
+                            part.unlink(missing_ok=True)
+                            return DownloadResult(paper_id=job.paper_id, download_url=job.download_url,
+                                                  status="failed", error=f"larger than {settings.download_max_mb} MB")
+                        fh.write(block)
+                expected = resp.headers.get("Content-Length")
+                if expected is not None and resp.status_code == 200 and size != int(expected):
+                    error = f"truncated body: {size} of {expected} bytes"
+                    continue
+        except requests.RequestException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            continue
+        data = part.read_bytes()
+        if not data.startswith(b"%PDF"):
+            part.unlink(missing_ok=True)
+            return DownloadResult(paper_id=job.paper_id, download_url=job.download_url, status="failed",
+                                  error="not a PDF (body does not start with %PDF)")
+        sha = hashlib.sha256(data).hexdigest()
+        final = _store_path(settings, sha)
+        status = "stored" if final.exists() else "downloaded"
+        final.parent.mkdir(parents=True, exist_ok=True)
+        part.replace(final)
+        return DownloadResult(paper_id=job.paper_id, download_url=job.download_url, status=status,
+                              pdf_path=str(final), pdf_sha256=sha, bytes=len(data), fetched_at=_utcnow())
+    return DownloadResult(paper_id=job.paper_id, download_url=job.download_url, status="failed",
+                          error=f"gave up after {settings.source_retries + 1} attempts: {error}")
+
+
+def download_row(result: DownloadResult) -> dict[str, Any] | None:
+    """The ``downloads`` table row of a successful download, else None."""
+    if result.status == "failed" or not result.pdf_path:
+        return None
+    return {"download_url": result.download_url, "ref_paper_id": result.paper_id, "pdf_sha256": result.pdf_sha256,
+            "pdf_path": result.pdf_path, "bytes": result.bytes,
+            "fetched_at": (result.fetched_at or _utcnow()).astimezone(timezone.utc).replace(tzinfo=None).isoformat()}

@@ -1,0 +1,207 @@
+"""Crawl → load → download → parse, end to end, against a loopback server.
+
+The server serves the real ACL Anthology collection XML (tests/fixtures/acl/2024.acl.xml) and, as
+a PDF mirror (settings.pdf_mirrors), real PDFs from samples/ and tests/fixtures/ for the papers'
+Anthology URLs. (The mirrored PDFs are real papers but not the ones the XML describes: the test is
+about the pipeline mechanics — ids, downloads, idempotency — not about content matching.)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import uuid
+import xml.etree.ElementTree as ET
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from neusym.crawl import DownloadJob, download_stage
+from neusym.pipeline import ingest
+from neusym.settings import Settings
+
+from .conftest import FIXTURES, SAMPLES
+
+ACL_XML = FIXTURES / "acl" / "2024.acl.xml"
+PDFS = sorted(SAMPLES.glob("*.pdf")) + [FIXTURES / "arxiv2005.11401_RAG_first3pages_NeuSymRAG-test_pdf.pdf"]
+
+
+def xml_papers(volume: str | None = None) -> list[tuple[str, str]]:
+    """(anthology id, title text) of the real papers in the fixture XML, read independently with ElementTree."""
+    root = ET.parse(ACL_XML).getroot()
+    out = []
+    for vol in root.iter("volume"):
+        if volume and vol.get("id") != volume:
+            continue
+        for paper in vol.iter("paper"):
+            if paper.get("id") == "0":
+                continue
+            title = "".join(paper.find("title").itertext())
+            out.append((f"{root.get('id')}-{vol.get('id')}.{paper.get('id')}", " ".join(title.split())))
+    return out
+
+
+class Server:
+    """Loopback HTTP server: /xml/<file>, /acl/<anthology id>.pdf (mirror), /arxiv (always 503)."""
+
+    def __init__(self, pdf_for: dict[str, Path]):
+        self.pdf_for = pdf_for
+        self.requests: list[tuple[str, str | None]] = []
+        self.truncate_once: set[str] = set()
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                outer.requests.append((self.path, self.headers.get("Range")))
+                if self.path.startswith("/xml/"):
+                    return self._send(200, (FIXTURES / "acl" / self.path[5:]).read_bytes(), "application/xml")
+                if self.path.startswith("/arxiv"):
+                    return self._send(503, b"busy", "text/plain")
+                if self.path.startswith("/acl/") and self.path.endswith(".pdf"):
+                    key = self.path[5:-4]
+                    if key not in outer.pdf_for:
+                        return self._send(404, b"not found", "text/plain")
+                    data = outer.pdf_for[key].read_bytes()
+                    rng = self.headers.get("Range")
+                    if rng:
+                        start = int(rng.split("=")[1].split("-")[0])
+                        self.send_response(206)
+                        self.send_header("Content-Type", "application/pdf")
+                        self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                        self.send_header("Content-Length", str(len(data) - start))
+                        self.end_headers()
+                        self.wfile.write(data[start:])
+                        return
+                    if key in outer.truncate_once:  # promise the whole file, send 40 %, hang up
+                        outer.truncate_once.discard(key)
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/pdf")
+                        self.send_header("Content-Length", str(len(data)))
+                        self.end_headers()
+                        self.wfile.write(data[: len(data) * 2 // 5])
+                        self.close_connection = True
+                        return
+                    return self._send(200, data, "application/pdf")
+                if self.path == "/notpdf.pdf":
+                    return self._send(200, b"<html>login required</html>", "text/html")
+                return self._send(404, b"not found", "text/plain")
+
+            def _send(self, code, body, ctype):
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def server():
+    tutorials = xml_papers("tutorials")
+    assert len(tutorials) == len(PDFS) == 6
+    srv = Server({aid: pdf for (aid, _), pdf in zip(tutorials, PDFS)})
+    yield srv
+    srv.close()
+
+
+def fetch_all(db: Path, sql: str, params=()):
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql, list(params)).fetchall()
+    finally:
+        con.close()
+
+
+def test_acl_collection_metadata_only_and_rerun_is_a_no_op(tmp_path):
+    settings = Settings(home=tmp_path, source_retries=0)
+    spec = {"source": "acl", "paths": [str(ACL_XML)]}
+    report = ingest([], settings, crawl_specs=[spec], download=False)
+    expected = xml_papers()
+    assert report.crawled[0].status == "ok" and report.crawled[0].papers == len(expected) == 1031
+    rows = fetch_all(settings.db_path, "SELECT p.anthology_id, m.title, m.conference_abbreviation, m.pub_year, "
+                     "m.num_pages, m.airqa_paper_id::VARCHAR FROM metadata m JOIN provenance p ON p.ref_paper_id = m.paper_id")
+    by_id = {r[0]: r for r in rows}
+    assert set(by_id) == {aid for aid, _ in expected}
+    # 2024.acl-short.69 and .70 are the same paper listed twice by the Anthology (same title, authors and
+    # PDF hash): one paper with two provenance rows
+    assert by_id["2024.acl-short.69"][1:] == by_id["2024.acl-short.70"][1:]
+    assert len({r[5] for r in rows}) == 1030
+    aid, title = expected[0]
+    assert by_id[aid][2:5] == ("ACL", 2024, None)  # venue from the XML; metadata-only: no pages yet
+    # the AirQA/NeuSym-RAG id convention: uuid5(DNS, alphanumeric lower-case title + "-acl2024")
+    airqa = uuid.uuid5(uuid.NAMESPACE_DNS, "".join(c for c in by_id[aid][1].lower() if c.isalnum() and c.isascii()) + "-acl2024")
+    assert by_id[aid][5] == str(airqa)
+    assert fetch_all(settings.db_path, "SELECT last_error, last_success_at IS NOT NULL FROM crawl_state") == [(None, True)]
+    before = fetch_all(settings.db_path, "SELECT * FROM metadata ORDER BY paper_id")
+    again = ingest([], settings, crawl_specs=[spec], download=False)
+    assert again.row_counts["metadata"] == 1030 and again.row_counts["provenance"] == 1031
+    assert fetch_all(settings.db_path, "SELECT * FROM metadata ORDER BY paper_id") == before
+
+
+def test_crawl_downloads_parses_new_pdfs_once(tmp_path, server):
+    settings = Settings(home=tmp_path, source_retries=2, source_backoff_s=0.01,
+                        pdf_mirrors={"https://aclanthology.org/": server.url + "/acl/"})
+    first_key = xml_papers("tutorials")[0][0]
+    server.truncate_once.add(first_key)
+    spec = {"source": "acl", "paths": [server.url + "/xml/2024.acl.xml"], "volumes": ["tutorials"]}
+    report = ingest([], settings, crawl_specs=[spec])
+    assert [d["status"] for d in report.downloads] == ["downloaded"] * 6
+    assert sorted(r.status for r in report.parsed) == ["parsed"] * 6
+    # the truncated transfer was resumed with a Range request
+    assert any(path == f"/acl/{first_key}.pdf" and rng for path, rng in server.requests)
+    rows = fetch_all(settings.db_path, "SELECT p.anthology_id, m.title, m.num_pages, m.pdf_sha256, d.pdf_sha256 "
+                     "FROM metadata m JOIN provenance p ON p.ref_paper_id = m.paper_id "
+                     "JOIN downloads d ON d.ref_paper_id = m.paper_id")
+    titles = dict(xml_papers("tutorials"))
+    served = {aid: hashlib.sha256(pdf.read_bytes()).hexdigest() for aid, pdf in server.pdf_for.items()}
+    assert len(rows) == 6
+    for aid, title, pages, sha, dl_sha in rows:
+        assert title == titles[aid]  # the crawled (venue) title wins over the one printed in the PDF
+        assert pages and sha == dl_sha == served[aid]
+    chunks = fetch_all(settings.db_path, "SELECT count(DISTINCT ref_paper_id) FROM chunks")[0][0]
+    assert chunks == 6
+    # second run: only the collection XML is requested; nothing is downloaded or parsed again
+    server.requests.clear()
+    again = ingest([], settings, crawl_specs=[spec])
+    assert server.requests == [("/xml/2024.acl.xml", None)]
+    assert again.downloads == [] and again.parsed == []
+
+
+def test_a_failing_source_does_not_block_the_others(tmp_path, server):
+    settings = Settings(home=tmp_path, source_retries=0, arxiv_delay_s=0, arxiv_api_url=server.url + "/arxiv")
+    specs = [{"source": "acl", "paths": [str(ACL_XML)], "volumes": ["tutorials"]},
+             {"source": "arxiv", "id_list": ["2104.12255"]}]
+    report = ingest([], settings, crawl_specs=specs, download=False)
+    status = {c.source: c for c in report.crawled}
+    assert status["acl"].status == "ok" and status["arxiv"].status == "failed"
+    assert "503" in status["arxiv"].error
+    state = dict((k.split(":")[0], (wm, err)) for k, wm, err in
+                 fetch_all(settings.db_path, "SELECT watermark_key, watermark, last_error FROM crawl_state"))
+    assert state["arxiv"][0] is None and "503" in state["arxiv"][1]
+    assert state["acl"][1] is None
+    assert fetch_all(settings.db_path, "SELECT count(*) FROM metadata")[0][0] == 6
+
+
+def test_download_failures_are_reported_not_raised(tmp_path, server):
+    settings = Settings(home=tmp_path, source_retries=1, source_backoff_s=0.01, download_max_mb=0.05)
+    missing = download_stage(DownloadJob(paper_id="p", download_url=server.url + "/acl/none.pdf"), settings)
+    assert missing.status == "failed" and missing.error == "HTTP 404"
+    html = download_stage(DownloadJob(paper_id="p", download_url=server.url + "/notpdf.pdf"), settings)
+    assert html.status == "failed" and "not a PDF" in html.error
+    big = next(iter(server.pdf_for))
+    too_big = download_stage(DownloadJob(paper_id="p", download_url=f"{server.url}/acl/{big}.pdf"), settings)
+    assert too_big.status == "failed" and "larger than" in too_big.error
+    assert not any((tmp_path / "pdfs").rglob("*.pdf"))  # nothing half-downloaded is left as a PDF

@@ -1,0 +1,66 @@
+"""A full run of the corpus_refresh DAG (airflow dags test, no scheduler) on the sample corpus."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
+from neusym.settings import Settings
+from neusym.vectorstore import VectorStore
+
+from .conftest import REPO, SAMPLES
+from .test_pipeline import db_fingerprint
+
+pytestmark = pytest.mark.slow
+
+
+def point_ids(settings: Settings) -> dict[str, set[str]]:
+    with VectorStore(settings) as store:
+        out = {}
+        for c in (BM25_COLLECTION, DENSE_COLLECTION):
+            points, _ = store.client.scroll(c, limit=100_000, with_payload=False, with_vectors=False)
+            out[c] = {str(p.id) for p in points}
+        return out
+
+
+def test_dag_run_builds_the_same_corpus_as_the_cli(tmp_path, ingested):
+    cli_settings, _ = ingested
+    home = tmp_path / "dag-home"
+    airflow = Path(sys.executable).parent / "airflow"
+    env = dict(
+        os.environ,
+        AIRFLOW_HOME=str(tmp_path / "airflow"),
+        AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        NEUSYM_HOME=str(home),
+        NEUSYM_PDF_DIRS=json.dumps([str(SAMPLES)]),
+    )
+    subprocess.run([str(airflow), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    run = subprocess.run([str(airflow), "dags", "test", "corpus_refresh"], env=env, capture_output=True,
+                         text=True, timeout=1200)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    # one mapped parse and one mapped encode task per PDF ran, then the single writers, and the run succeeded
+    log = run.stdout + run.stderr
+    ended = re.findall(r"end task task_id=(\w+) map_index=(-?\d+)", log)
+    assert sorted(ended) == sorted(
+        [("discover", "-1"), ("sources", "-1"), ("load_metadata", "-1"), ("collect", "-1"),
+         ("materialize", "-1"), ("publish_vectors", "-1")]
+        + [(t, str(i)) for t in ("parse", "encode") for i in range(5)]
+    )
+    assert re.search(r"DagRun Finished: dag_id=corpus_refresh.*state=success", log)
+    dag_settings = Settings(home=home)
+    assert db_fingerprint(dag_settings.db_path) == db_fingerprint(cli_settings.db_path)
+    assert point_ids(dag_settings) == point_ids(cli_settings)
+    # a second DAG run over unchanged PDFs changes nothing
+    run2 = subprocess.run([str(airflow), "dags", "test", "corpus_refresh"], env=env, capture_output=True,
+                          text=True, timeout=1200)
+    assert run2.returncode == 0, run2.stdout[-3000:] + run2.stderr[-3000:]
+    assert db_fingerprint(dag_settings.db_path) == db_fingerprint(cli_settings.db_path)
+    assert point_ids(dag_settings) == point_ids(cli_settings)
