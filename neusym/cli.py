@@ -167,8 +167,9 @@ def sql(
     query: str = typer.Argument(..., help="One read-only SQL query (DuckDB dialect)."),
     fmt: str = typer.Option("table", "--format", help="table | json | csv"),
 ) -> None:
-    """Run a read-only SQL query on $NEUSYM_HOME/corpus.duckdb (time limit and row cap from settings)."""
+    """Run a read-only SQL query on the published snapshot of the corpus (time limit and row cap from settings)."""
     from .errors import NeusymError
+    from .snapshot import current_snapshot
     from .sqlsafe import format_result, run_readonly_sql
 
     settings = _settings()
@@ -176,28 +177,66 @@ def sql(
         err.print(f"[red]error:[/red] --format must be table, json or csv, not {fmt!r}")
         raise typer.Exit(2)
     try:
-        result = run_readonly_sql(settings.db_path, query, timeout_s=settings.sql_timeout_s,
+        result = run_readonly_sql(current_snapshot(settings), query, timeout_s=settings.sql_timeout_s,
                                   max_rows=settings.sql_max_rows)
     except NeusymError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
-    sys.stdout.write(format_result(result, fmt))
-    if not str(format_result(result, fmt)).endswith("\n"):
-        sys.stdout.write("\n")
+    text = format_result(result, fmt)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if result.truncated:
         err.print(f"[yellow]note:[/yellow] output truncated to {settings.sql_max_rows} rows")
 
 
 @app.command()
-def schema() -> None:
-    """Print the database schema with the comments from sql/schema.sql (what the agent sees)."""
+def schema(
+    markdown: bool = typer.Option(False, "--markdown", help="Markdown with every table and view (docs/schema.md)."),
+) -> None:
+    """Print the database schema with the comments from sql/ (the text the agent sees, or Markdown)."""
     from .schema import database_schema_prompt
+    from .schema_docs import database_schema_markdown
+    from .snapshot import NoSnapshotError, current_snapshot
 
     settings = _settings()
-    if not settings.db_path.exists():
+    try:
+        db = current_snapshot(settings)
+    except NoSnapshotError:
+        db = settings.db_path
+    if not db.exists():
         err.print(f"[red]error:[/red] no corpus at {settings.db_path}; run `neusym ingest PATH` first")
         raise typer.Exit(2)
-    print(database_schema_prompt(settings.db_path))
+    if markdown:
+        sys.stdout.write(database_schema_markdown(db))
+    else:
+        print(database_schema_prompt(db))
+
+
+export_app = typer.Typer(no_args_is_help=True, help="Export the published snapshot for other engines.")
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("parquet")
+def export_parquet_cmd(
+    out_dir: Path = typer.Argument(..., help="Directory for <table>.parquet files."),
+    native_uuid: bool = typer.Option(False, "--native-uuid", help="Keep Parquet UUID type (default: strings)."),
+) -> None:
+    """Write every table and view of the published snapshot as DIR/<name>.parquet."""
+    from .errors import NeusymError
+    from .export import export_parquet
+    from .snapshot import current_snapshot
+
+    settings = _settings()
+    try:
+        counts = export_parquet(current_snapshot(settings), out_dir, uuid_as_string=not native_uuid)
+    except NeusymError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    t = Table(title=f"exported to {out_dir}")
+    t.add_column("table / view")
+    t.add_column("rows", justify="right")
+    for name, n in counts.items():
+        t.add_row(name, str(n))
+    console.print(t)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,9 @@ import duckdb
 from .records import TABLE_RECORDS
 from .settings import Settings
 from .sqlfiles import materialize_files, read_sql
+from .snapshot import publish_snapshot
 from .staging import arrow_schema, read_manifest
+from .views import create_views
 
 PAPER_TABLES = tuple(TABLE_RECORDS)
 
@@ -29,6 +31,7 @@ class MaterializeReport:
     papers_loaded: int = 0
     quarantined: int = 0
     row_counts: dict[str, int] = field(default_factory=dict)
+    snapshot: str | None = None
 
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -72,14 +75,20 @@ def select_staged(parsed_dirs: list[Path]) -> list[Path]:
 
 
 def materialize(
-    settings: Settings, parsed_dirs: list[Path], quarantine_files: list[Path], downloads: list[dict] | None = None
+    settings: Settings,
+    parsed_dirs: list[Path],
+    quarantine_files: list[Path],
+    downloads: list[dict] | None = None,
+    *,
+    publish: bool = True,
 ) -> MaterializeReport:
     """Load staged papers and quarantine records into ``settings.db_path`` in one transaction.
 
     ``parsed_dirs``: staging directories written by :func:`neusym.staging.stage_parsed`;
     ``quarantine_files``: JSON records written by :func:`neusym.staging.stage_quarantine`;
     ``downloads``: rows of the ``downloads`` table (download_url, ref_paper_id, pdf_sha256,
-    pdf_path, bytes, fetched_at) for crawled PDFs parsed in this run.
+    pdf_path, bytes, fetched_at) for crawled PDFs parsed in this run; ``publish``: afterwards publish
+    a consistent read-only snapshot for readers (:func:`neusym.snapshot.publish_snapshot`).
     Papers not listed are left untouched. Raises duckdb.Error (after rolling back) on failure.
     """
     dirs = select_staged(parsed_dirs)
@@ -120,13 +129,17 @@ def materialize(
         try:
             for path in materialize_files():
                 con.execute(path.read_text(encoding="utf-8"))
+            create_views(con)
             con.execute("COMMIT")
         except Exception:
             con.execute("ROLLBACK")
             raise
-        return MaterializeReport(papers_loaded=len(dirs), quarantined=len(records), row_counts=row_counts(con))
+        report = MaterializeReport(papers_loaded=len(dirs), quarantined=len(records), row_counts=row_counts(con))
     finally:
         con.close()
+    if publish:  # after close: DuckDB refuses a second open of the same file in one process
+        report.snapshot = str(publish_snapshot(settings))
+    return report
 
 
 def row_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

@@ -26,6 +26,7 @@ class Settings(BaseSettings):
         description="PDF files/folders the corpus refresh reads (JSON list in NEUSYM_PDF_DIRS); empty = home/pdfs.",
     )
     refresh_cron: str = Field("0 2 * * *", description="Schedule of the corpus_refresh DAG (cron, UTC).")
+    snapshot_keep: int = Field(2, description="Published read-only snapshots kept (current + previous).")
     # -- crawl ---------------------------------------------------------------------------------
     crawl_sources: list[dict] = Field(
         default_factory=list,

@@ -1,0 +1,451 @@
+"""The NeuSym-RAG ReAct loop (paper §2.4, prompts of App. F).
+
+:func:`answer_question` builds the prompt, then for at most ``settings.agent_max_turns`` turns asks
+the LLM for ``{"thought": ..., "action": {...}}`` (constrained by the JSON schema of
+:func:`neusym.agent.actions.action_json_schema`), executes the action and appends the observation.
+``GenerateAnswer`` ends the loop; on the last turn only ``GenerateAnswer`` is allowed.
+
+Message layout (kept stable so llama.cpp's prompt cache reuses the prefix):
+
+1. ``system``: system prompt, action space, interaction framework, hints, two few-shot examples,
+   [Database Schema] and [Vectorstore Schema] — identical for every question on one corpus, so
+   consecutive questions in one process reuse its KV cache;
+2. ``user``: the task — [Question], [Answer Format], [Paper IDs];
+3. then per turn an ``assistant`` message (the model's reply text, verbatim) and a ``user``
+   message ``[Observation]: ...``. Each request extends the previous one, so only the new reply and
+   observation are evaluated. Old observations are replaced by a short placeholder only when the
+   conversation would overflow the context window.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Callable
+
+from neusym.agent.actions import (
+    ACTION_TYPES,
+    Environment,
+    Observation,
+    action_json_schema,
+    execute_action,
+    parse_reply,
+    validate_action,
+)
+from neusym.agent.llm import LLM, ContextOverflowError, LLMReply, make_llm
+from neusym.errors import ActionError, NeusymError
+from neusym.settings import Settings
+
+DEFAULT_ANSWER_FORMAT = (
+    "A concise answer: a short text, a number, a boolean or a list of short strings, whichever fits the question."
+)
+PROMPT_FILES = ("agent_system.md", "agent_actions.md", "agent_framework.md", "agent_hints.md", "agent_examples.md")
+_MIN_CHARS_PER_TOKEN = 2.0
+_MESSAGE_OVERHEAD_TOKENS = 6
+_REFILL = 0.5  # after an elision, the conversation may use half of the room behind the prefix
+_OMITTED = "[Observation]: (omitted to save context; it was {n} characters)"
+
+
+@lru_cache(maxsize=None)
+def load_prompt(name: str) -> str:
+    """Text of ``neusym/prompts/<name>`` (package data), without trailing whitespace."""
+    return resources.files("neusym").joinpath("prompts", name).read_text(encoding="utf-8").rstrip()
+
+
+def _fill(template: str, **values: str) -> str:
+    for key, value in values.items():
+        template = template.replace("{" + key + "}", value)
+    return template
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Step:
+    """One turn: the model's ``thought``, the ``action`` name, its ``arguments`` and the
+    ``observation`` text it produced (empty for GenerateAnswer). ``error`` marks invalid or failed
+    actions; ``raw`` is the model's reply verbatim; ``image_png_base64`` holds the ViewImage PNG."""
+
+    thought: str
+    action: str
+    arguments: dict
+    observation: str
+    error: bool = False
+    raw: str = ""
+    seconds: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    image_png_base64: str | None = None
+    image_size: tuple[int, int] | None = None
+
+    def to_dict(self, *, include_images: bool = False) -> dict:
+        """JSON-ready dict; the PNG is included only with ``include_images`` (it can be ~1 MB)."""
+        out = {
+            "thought": self.thought,
+            "action": self.action,
+            "arguments": self.arguments,
+            "observation": self.observation,
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+        }
+        if self.image_size:
+            out["image_size"] = list(self.image_size)
+            if include_images:
+                out["image_png_base64"] = self.image_png_base64
+        return out
+
+
+@dataclass
+class AgentResult:
+    """Outcome of :func:`answer_question`: the ``answer`` (None when the model never answered),
+    the ``trajectory`` of steps, ``turns`` (LLM calls), token usage, wall-clock ``seconds`` and
+    ``stop_reason``: ``answered`` or ``max_turns``."""
+
+    question: str
+    answer: Any
+    trajectory: list[Step] = field(default_factory=list)
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    seconds: float = 0.0
+    stop_reason: str = "answered"
+    prompt_chars: int = 0
+
+    def to_dict(self, *, include_images: bool = False) -> dict:
+        """JSON-ready dict (for ``neusym ask --json``)."""
+        return {
+            "question": self.question,
+            "answer": self.answer,
+            "stop_reason": self.stop_reason,
+            "turns": self.turns,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
+            "seconds": round(self.seconds, 3),
+            "trajectory": [s.to_dict(include_images=include_images) for s in self.trajectory],
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# Prompt
+# --------------------------------------------------------------------------------------------
+
+
+def system_prompt(db_schema: str, vs_schema: str, *, bm25_collection: str = "text_bm25_en") -> str:
+    """The static part of the prompt: system, actions, framework, hints, examples and both schemas."""
+    parts = [load_prompt(name) for name in PROMPT_FILES]
+    text = "\n\n".join(parts)
+    text = _fill(text, bm25_collection=bm25_collection)
+    return f"{text}\n\n## [Database Schema]\n{db_schema.strip()}\n\n## [Vectorstore Schema]\n{vs_schema.strip()}"
+
+
+def task_prompt(
+    question: str,
+    *,
+    answer_format: str | None,
+    max_turns: int,
+    papers: list[tuple[str, str | None]] | None = None,
+) -> str:
+    """The per-question user message: question, answer format, focus papers (id, title or None)."""
+    paper_block = ""
+    if papers:
+        lines = []
+        for pid, title in papers:
+            lines.append(f"{pid} ({title})" if title else f"{pid} (not found in metadata)")
+        paper_block = (
+            "[Paper IDs]: " + "; ".join(lines) + "\n"
+            "Restrict every SQL query (ref_paper_id / paper_id) and every vector search filter (paper_id == '...') "
+            "to these papers.\n"
+        )
+    return _fill(
+        load_prompt("agent_task.md"),
+        question=question.strip(),
+        answer_format=(answer_format or DEFAULT_ANSWER_FORMAT).strip(),
+        paper_ids=paper_block,
+        max_turns=str(max_turns),
+    )
+
+
+def _paper_titles(env: Environment, paper_ids: list[str]) -> list[tuple[str, str | None]]:
+    out: list[tuple[str, str | None]] = []
+    for raw in paper_ids:
+        pid = str(raw).strip()
+        title = None
+        try:
+            canonical = str(uuid.UUID(pid))
+            result = env.run_sql(f"SELECT title FROM metadata WHERE paper_id = '{canonical}'", max_rows=1)
+            if result.rows:
+                pid, title = canonical, str(result.rows[0][0])
+        except (ValueError, NeusymError):
+            pass
+        out.append((pid, title))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Context management
+# --------------------------------------------------------------------------------------------
+
+
+def _content_chars(message: dict) -> int:
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(part.get("text", "")) for part in content if isinstance(part, dict))
+    return 0
+
+
+class _Context:
+    """Fits the conversation into ``budget`` tokens by eliding old observations (oldest first)."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.chars_per_token = 3.0  # conservative start; calibrated from the backend's prompt_tokens
+
+    def estimate(self, messages: list[dict]) -> int:
+        chars = sum(_content_chars(m) for m in messages)
+        return int(chars / self.chars_per_token) + _MESSAGE_OVERHEAD_TOKENS * len(messages)
+
+    def calibrate(self, messages: list[dict], prompt_tokens: int) -> None:
+        if prompt_tokens <= 0:
+            return
+        chars = sum(_content_chars(m) for m in messages)
+        usable = prompt_tokens - _MESSAGE_OVERHEAD_TOKENS * len(messages)
+        if usable > 0:
+            self.chars_per_token = max(_MIN_CHARS_PER_TOKEN, min(chars / usable, 6.0))
+
+    def fit(self, messages: list[dict], observation_indices: list[int]) -> None:
+        """Elide observations in place (oldest first, never the most recent) when over budget.
+
+        Once over budget it frees half of the room left after the fixed prefix (system + task), so
+        the next turns fit again: each elision changes the prompt after the elided message and
+        costs a re-evaluation of everything behind it, which should happen every few turns, not
+        on every turn.
+        """
+        if self.estimate(messages) <= self.budget:
+            return
+        base = self.estimate(messages[:2])
+        target = base + int(max(self.budget - base, 0) * _REFILL)
+        for index in observation_indices[:-1]:
+            if self.estimate(messages) <= target:
+                return
+            message = messages[index]
+            if not message.get("_omitted"):
+                n = _content_chars(message)
+                messages[index] = {"role": "user", "content": _OMITTED.format(n=n), "_omitted": True}
+
+
+def _wire(messages: list[dict]) -> list[dict]:
+    """Messages without private bookkeeping keys."""
+    return [{k: v for k, v in m.items() if not k.startswith("_")} for m in messages]
+
+
+# --------------------------------------------------------------------------------------------
+# The loop
+# --------------------------------------------------------------------------------------------
+
+
+def _observation_message(obs_text: str, image: Observation | None, llm: Any, note: str = "") -> dict:
+    text = f"[Observation]:\n{obs_text}" if obs_text else "[Observation]: (empty)"
+    if note:
+        text += f"\n{note}"
+    if image is not None and image.image_png and getattr(llm, "supports_images", False):
+        return {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": text},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{image.image_base64}"}},
+            ],
+        }
+    return {"role": "user", "content": text}
+
+
+def _chat(llm: LLM, messages: list[dict], ctx: _Context, obs_idx: list[int], schema: dict, max_tokens: int) -> LLMReply:
+    ctx.fit(messages, obs_idx)
+    for attempt in range(3):
+        wire = _wire(messages)
+        try:
+            reply = llm.chat(wire, json_schema=schema, max_tokens=max_tokens)
+        except ContextOverflowError as exc:
+            if attempt == 2:
+                raise
+            if exc.n_prompt_tokens:
+                ctx.calibrate(messages, exc.n_prompt_tokens)
+            ctx.budget = int(ctx.budget * 0.85)
+            if exc.n_ctx:  # the backend's real window is smaller than settings.llm_context_tokens
+                ctx.budget = min(ctx.budget, int(exc.n_ctx) - max_tokens - 64)
+            ctx.fit(messages, obs_idx)
+            continue
+        ctx.calibrate(messages, reply.prompt_tokens)
+        return reply
+    raise AssertionError("unreachable")
+
+
+def answer_question(
+    question: str,
+    *,
+    settings: Settings,
+    llm: LLM | None = None,
+    paper_ids: list[str] | None = None,
+    answer_format: str | None = None,
+    env: Environment | None = None,
+    on_step: Callable[[Step], None] | None = None,
+) -> AgentResult:
+    """Answer ``question`` over the corpus of ``settings`` with the NeuSym-RAG ReAct agent.
+
+    ``llm``: any :class:`neusym.agent.llm.LLM` (default :func:`make_llm(settings)`); ``paper_ids``:
+    papers to focus on (named in the task prompt with their titles, with a reminder to filter by
+    them); ``answer_format``: the required format of the answer; ``env``: an
+    :class:`Environment` (default: one over ``settings``, closed on return); ``on_step``: called
+    with each :class:`Step` as soon as it is complete (for live tracing).
+
+    Runs at most ``settings.agent_max_turns`` turns; invalid replies, unknown actions, failing
+    actions and repeated identical actions produce an error observation and the loop continues;
+    the last turn only allows GenerateAnswer. Raises :class:`neusym.agent.llm.LLMError` when the
+    backend itself fails (unreachable endpoint, model cannot load, prompt larger than the context).
+    """
+    started = time.monotonic()
+    own_env = env is None
+    env = env or Environment(settings)
+    llm = llm or make_llm(settings)
+    max_turns = max(1, int(settings.agent_max_turns))
+    result = AgentResult(question=question, answer=None)
+    try:
+        vs_ok = env.vectorstore_available()
+        collections, encodable = env.vectorstore_catalog() if vs_ok else (None, None)
+        allowed = tuple(a for a in ACTION_TYPES if vs_ok or a != "RetrieveFromVectorstore")
+        bm25 = next((c for c in (collections or []) if "bm25" in c), (collections or ["text_bm25_en"])[0])
+        system = system_prompt(env.database_schema(), env.vectorstore_schema(), bm25_collection=bm25)
+        papers = _paper_titles(env, paper_ids) if paper_ids else None
+        task = task_prompt(question, answer_format=answer_format, max_turns=max_turns, papers=papers)
+        extended = bool(getattr(llm, "supports_max_length", True))  # maxLength / pattern keywords
+
+        def schema_for(types: tuple[str, ...]) -> dict:
+            return action_json_schema(
+                allowed=types,
+                collections=collections,
+                encodable=encodable,
+                max_thought_chars=400 if extended else None,
+                filter_pattern=extended,
+            )
+
+        schema_all = schema_for(allowed)
+        schema_last = schema_for(("GenerateAnswer",))
+        banned: str | None = None  # an action type repeated verbatim is disabled for one turn
+        max_tokens = int(settings.llm_max_tokens)
+        ctx = _Context(budget=int(settings.llm_context_tokens) - max_tokens - 64)
+        last_note = "This is your last turn: call GenerateAnswer now with your best answer."
+        messages: list[dict] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+        if max_turns == 1:
+            messages[-1]["content"] += "\n" + last_note
+        result.prompt_chars = len(system) + len(task)
+        obs_idx: list[int] = []
+        seen: dict[str, int] = {}
+        for turn in range(1, max_turns + 1):
+            last = turn == max_turns
+            turn_started = time.monotonic()
+            if last:
+                schema = schema_last
+            elif banned:
+                schema = schema_for(tuple(a for a in allowed if a != banned))
+            else:
+                schema = schema_all
+            banned = None
+            reply = _chat(llm, messages, ctx, obs_idx, schema, max_tokens)
+            result.turns = turn
+            result.prompt_tokens += reply.prompt_tokens
+            result.completion_tokens += reply.completion_tokens
+            result.cached_tokens += reply.cached_tokens
+            step = Step(
+                thought="",
+                action="",
+                arguments={},
+                observation="",
+                raw=reply.text,
+                prompt_tokens=reply.prompt_tokens,
+                completion_tokens=reply.completion_tokens,
+                cached_tokens=reply.cached_tokens,
+            )
+            obs: Observation | None = None
+            try:
+                thought, raw_action = parse_reply(reply.text)
+                step.thought = thought
+                step.action = str(raw_action.get("action_type", ""))
+                step.arguments = raw_action.get("parameters") if isinstance(raw_action.get("parameters"), dict) else {}
+                action = validate_action(raw_action)
+                step.arguments = action.parameters
+                if last and action.action_type != "GenerateAnswer":
+                    raise ActionError("this was the last turn; only GenerateAnswer is allowed")
+                key = action.key()
+                if key in seen and action.action_type != "GenerateAnswer":
+                    step.error = True
+                    banned = action.action_type if not last else None
+                    step.observation = (
+                        f"[Warning]: you already took exactly this action in turn {seen[key]}; its observation is "
+                        "above. Do not repeat it: change the SQL, the query, the table/column, the collection or "
+                        "the filter, or call GenerateAnswer if you already know the answer."
+                        + (f" {banned} is disabled for your next turn." if banned else "")
+                    )
+                else:
+                    seen.setdefault(key, turn)
+                    obs = execute_action(action, env)
+                    step.observation = obs.text
+                    step.error = obs.error
+                    if obs.image_png:
+                        step.image_png_base64 = obs.image_base64
+                        step.image_size = obs.image_size
+                    if obs.terminal:
+                        result.answer = obs.answer
+                        result.stop_reason = "answered"
+                        step.seconds = time.monotonic() - turn_started
+                        result.trajectory.append(step)
+                        if on_step:
+                            on_step(step)
+                        return result
+            except ActionError as exc:
+                cut = " Your reply was cut off at the token limit: keep the thought short." if reply.finish_reason == "length" else ""
+                step.error = True
+                step.observation = (
+                    f"[Error]: invalid action: {exc}.{cut} Reply with one JSON object "
+                    '{"thought": "...", "action": {"action_type": "<one of '
+                    + ", ".join(allowed)
+                    + '>", "parameters": {...}}}.'
+                )
+            step.seconds = time.monotonic() - turn_started
+            result.trajectory.append(step)
+            if on_step:
+                on_step(step)
+            messages.append({"role": "assistant", "content": reply.text})
+            note = last_note if turn + 1 == max_turns else ""
+            messages.append(_observation_message(step.observation, obs, llm, note))
+            obs_idx.append(len(messages) - 1)
+        result.stop_reason = "max_turns"
+        return result
+    finally:
+        result.seconds = time.monotonic() - started
+        if own_env:
+            env.close()
+
+
+__all__ = [
+    "AgentResult",
+    "DEFAULT_ANSWER_FORMAT",
+    "Step",
+    "answer_question",
+    "load_prompt",
+    "system_prompt",
+    "task_prompt",
+]
+

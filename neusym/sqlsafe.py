@@ -1,0 +1,539 @@
+"""Read-only SQL against the corpus database, for analysts (``neusym sql``) and the agent.
+
+Defence in depth, three layers, all of which must agree:
+
+1. DuckDB's own parser (:func:`duckdb.extract_statements`): exactly one statement, of type SELECT
+   (``DESCRIBE``/``SHOW``/``SUMMARIZE`` are SELECTs to DuckDB and are allowed).
+2. :mod:`sqlglot` (dialect ``duckdb``): the tree must be a query (SELECT, UNION/INTERSECT/EXCEPT,
+   VALUES, DESCRIBE, SHOW, SUMMARIZE); no PRAGMA/SET/CALL/COPY/ATTACH/... node anywhere; no
+   file, network or foreign-database function (``read_csv*``, ``read_parquet``, ``read_json*``,
+   ``read_text``, ``read_blob``, ``glob``, ``http*``, ``sqlite_scan``, ``parquet_scan``, ``query``,
+   ``getenv``...); no quoted file path or URL used as a table name (DuckDB replacement scans).
+3. The connection itself: ``read_only=True`` with ``enable_external_access=false`` (no file or
+   network access at all), no Python replacement scans, no extension auto-loading, and
+   ``lock_configuration=true`` so the query cannot re-enable anything with ``SET``.
+
+The query runs in a worker thread; at the deadline the main thread calls ``con.interrupt()`` and
+raises :class:`SQLTimeoutError`. Results are streamed and at most ``max_rows`` rows are fetched.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as dt
+import decimal
+import io
+import json
+import math
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import sqlglot
+from sqlglot import exp
+
+from neusym.errors import NeusymError, SQLTimeoutError, UnsafeSQLError
+
+
+class SQLError(NeusymError):
+    """A read-only query that DuckDB rejected (syntax error, unknown table or column, type error...)."""
+
+
+class DatabaseUnavailableError(SQLError):
+    """The corpus database file is missing or cannot be opened (e.g. locked by a writer process)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Static checks
+# --------------------------------------------------------------------------------------------
+
+_DENIED_FUNCTION_PREFIXES = (
+    "read_",  # read_csv, read_csv_auto, read_parquet, read_json*, read_ndjson*, read_text, read_blob, read_xlsx
+    "http",  # http_get, http_post, httpfs functions
+    "glob",
+    "sqlite_",
+    "parquet_",  # parquet_scan, parquet_metadata, parquet_schema, parquet_file_metadata ...
+    "postgres_",
+    "mysql_",
+    "iceberg_",
+    "delta_",
+    "json_execute",  # json_execute_serialized_sql runs SQL from a string
+    "sniff_",
+    "ducklake_",
+    "st_read",
+    "arrow_scan",
+    "write_",
+    "load_",
+    "install_",
+    "pg_read",
+    "s3_",
+    "azure_",
+    "gcs_",
+    "hf_",
+)
+_DENIED_FUNCTIONS = frozenset(
+    {
+        "getenv",
+        "query",
+        "query_table",
+        "csv_scan",
+        "json_scan",
+        "duckdb_secrets",
+        "which_secret",
+        "checkpoint",
+        "force_checkpoint",
+        "read",
+        "scan",
+    }
+)
+_ALLOWED_ROOTS = (exp.Select, exp.SetOperation, exp.Values, exp.Describe, exp.Show, exp.Summarize, exp.Subquery)
+_DENIED_NODES: dict[type, str] = {
+    exp.Pragma: "PRAGMA",
+    exp.Set: "SET",
+    exp.Command: "commands (CALL/LOAD/RESET/EXPLAIN...)",
+    exp.Copy: "COPY",
+    exp.Attach: "ATTACH",
+    exp.Detach: "DETACH",
+    exp.Install: "INSTALL",
+    exp.Export: "EXPORT",
+    exp.Create: "CREATE",
+    exp.Insert: "INSERT",
+    exp.Update: "UPDATE",
+    exp.Delete: "DELETE",
+    exp.Drop: "DROP",
+    exp.Alter: "ALTER",
+    exp.Merge: "MERGE",
+    exp.Use: "USE",
+    exp.Transaction: "transactions",
+    exp.Commit: "transactions",
+    exp.Rollback: "transactions",
+    exp.LoadData: "LOAD",
+    exp.Into: "SELECT INTO",
+}
+_FILE_LIKE = re.compile(r"[/\\:*?]|\.[A-Za-z0-9]{1,8}(\.gz|\.zst)?$")
+
+
+def _function_names(node: exp.Func) -> set[str]:
+    names: set[str] = set()
+    if isinstance(node, exp.Anonymous):
+        names.add(str(node.name).lower())
+    elif isinstance(node, (exp.ReadCSV, exp.ReadParquet)):
+        names.add(node.sql_name().lower())
+    if isinstance(node.parent, exp.Table) and node.parent.this is node and not isinstance(node, exp.Anonymous):
+        names.add(node.sql_name().lower())  # table function in FROM position
+    return names
+
+
+def _denied_function(name: str) -> bool:
+    return name in _DENIED_FUNCTIONS or name.startswith(_DENIED_FUNCTION_PREFIXES)
+
+
+def check_readonly_sql(sql: str) -> str:
+    """Validate that ``sql`` is exactly one read-only query; return it without the trailing ``;``.
+
+    Raises :class:`UnsafeSQLError` naming what was refused (statement type, node, function or file
+    path) and :class:`SQLError` for text DuckDB cannot parse at all. Never opens the corpus: it
+    parses on a private in-memory DuckDB connection without file access, then with sqlglot.
+    """
+    if not isinstance(sql, str) or not sql.strip():
+        raise UnsafeSQLError("refused: the SQL text is empty; give one SELECT query")
+    text = sql.strip()
+    while text.endswith(";"):
+        text = text[:-1].rstrip()
+    if not text:
+        raise UnsafeSQLError("refused: the SQL text is empty; give one SELECT query")
+    # Layer 1: DuckDB's own parser decides what a statement is. Parsing IMPORT DATABASE reads files,
+    # so parse on a private in-memory connection that has file access disabled.
+    if _IMPORT_RE.match(_strip_leading_comments(text)):
+        raise UnsafeSQLError("refused: IMPORT statements are not allowed; only one read-only SELECT query is")
+    try:
+        statements = _parser_connection().extract_statements(text)
+    except duckdb.PermissionException as exc:
+        raise UnsafeSQLError(f"refused: the statement needs file access: {_first_line(str(exc))}") from None
+    except duckdb.Error as exc:
+        raise SQLError(f"SQL syntax error: {_first_line(str(exc))}") from None
+    if not statements:
+        raise UnsafeSQLError("refused: the SQL text is empty (only comments); give one SELECT query")
+    if len(statements) != 1:
+        raise UnsafeSQLError(
+            f"refused: {len(statements)} statements given; multiple statements are not allowed, send one query"
+        )
+    kind = str(statements[0].type).rsplit(".", 1)[-1]
+    if kind != "SELECT":
+        keyword = _first_keyword(statements[0].query) or kind
+        label = keyword if keyword == kind else f"{keyword} ({kind})"
+        raise UnsafeSQLError(f"refused: {label} statements are not allowed; only one read-only SELECT query is")
+    # Layer 2: sqlglot's tree for nodes and functions.
+    try:
+        trees = [t for t in sqlglot.parse(text, read="duckdb") if t is not None]
+    except sqlglot.errors.SqlglotError as exc:
+        raise UnsafeSQLError(
+            f"refused: the query could not be verified as read-only ({_first_line(str(exc))}); "
+            "rewrite it with plain SELECT syntax"
+        ) from None
+    if len(trees) != 1:
+        raise UnsafeSQLError(f"refused: {len(trees)} statements given; multiple statements are not allowed")
+    tree = trees[0]
+    for node in tree.walk():
+        for denied_type, label in _DENIED_NODES.items():
+            if isinstance(node, denied_type):
+                raise UnsafeSQLError(f"refused: {label} is not allowed; only read-only SELECT queries are")
+        if isinstance(node, exp.Func):
+            for name in _function_names(node):
+                if _denied_function(name):
+                    raise UnsafeSQLError(
+                        f"refused: function {name}() accesses files, the network or other databases "
+                        "and is not allowed; query the corpus tables instead"
+                    )
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Identifier):
+            ident = node.this
+            if ident.quoted and _FILE_LIKE.search(ident.name):
+                raise UnsafeSQLError(
+                    f"refused: {ident.name!r} looks like a file path or URL used as a table; "
+                    "file access is not allowed"
+                )
+        if isinstance(node, exp.Table) and isinstance(node.this, exp.Literal):
+            raise UnsafeSQLError(f"refused: {node.this.name!r} as a table (file access) is not allowed")
+    if not isinstance(tree, _ALLOWED_ROOTS):
+        raise UnsafeSQLError(
+            f"refused: {type(tree).__name__.upper()} statements are not allowed; only one read-only SELECT query is"
+        )
+    return text
+
+
+_IMPORT_RE = re.compile(r"\s*import\b", re.IGNORECASE)
+_parser_local = threading.local()
+
+
+def _strip_leading_comments(text: str) -> str:
+    previous = None
+    while previous != text:
+        previous = text
+        text = re.sub(r"^\s*(--[^\n]*(\n|$)|/\*.*?\*/)", "", text, flags=re.DOTALL)
+    return text
+
+
+def _first_keyword(query: str) -> str:
+    match = re.match(r"\s*([A-Za-z_]+)", _strip_leading_comments(query or ""))
+    return match.group(1).upper() if match else ""
+
+
+def _parser_connection() -> duckdb.DuckDBPyConnection:
+    """A per-thread in-memory DuckDB connection without file access, used only to parse."""
+    con = getattr(_parser_local, "con", None)
+    if con is None:
+        con = duckdb.connect(":memory:", config={"enable_external_access": False, "lock_configuration": True})
+        _parser_local.con = con
+    return con
+
+
+def _first_line(message: str) -> str:
+    lines = [ln for ln in message.strip().splitlines() if ln.strip()]
+    return lines[0] if lines else message
+
+
+# --------------------------------------------------------------------------------------------
+# Execution
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class QueryResult:
+    """Rows of one read-only query.
+
+    ``columns``: output column names; ``types``: DuckDB type names (same length); ``rows``: at most
+    ``max_rows`` tuples of Python values (UUID, str, int, float, Decimal, date, list, dict...);
+    ``truncated``: True when the query had more rows than ``max_rows``; ``elapsed_s``: wall-clock
+    seconds including opening the database.
+    """
+
+    columns: list[str]
+    rows: list[tuple]
+    truncated: bool
+    elapsed_s: float
+    types: list[str] = field(default_factory=list)
+
+    @property
+    def row_count(self) -> int:
+        """Number of rows held (after the cap)."""
+        return len(self.rows)
+
+
+READONLY_CONFIG: dict[str, Any] = {
+    "enable_external_access": False,
+    "python_enable_replacements": False,
+    "autoload_known_extensions": False,
+    "autoinstall_known_extensions": False,
+    "allow_community_extensions": False,
+    "lock_configuration": True,  # last: nothing can be changed with SET afterwards
+}
+"""DuckDB configuration of every read-only connection."""
+
+
+def connect_readonly(db_path: Path) -> duckdb.DuckDBPyConnection:
+    """Open the corpus file read-only with :data:`READONLY_CONFIG`.
+
+    Raises :class:`DatabaseUnavailableError` when the file does not exist or cannot be opened (for
+    example while another process holds it open for writing). Note: DuckDB refuses to open a file
+    twice in one process with different configurations, so close other connections to it first.
+    """
+    path = Path(db_path)
+    if not path.is_file():
+        raise DatabaseUnavailableError(
+            f"database file not found: {path} (build the corpus first, or point NEUSYM_HOME at an existing one)"
+        )
+    try:
+        return duckdb.connect(str(path), read_only=True, config=dict(READONLY_CONFIG))
+    except duckdb.Error as exc:
+        raise DatabaseUnavailableError(f"cannot open database {path} read-only: {_first_line(str(exc))}") from None
+
+
+def run_readonly_sql(db_path: Path, sql: str, *, timeout_s: float, max_rows: int) -> QueryResult:
+    """Run one read-only query on the DuckDB file ``db_path`` with a wall-clock limit and a row cap.
+
+    ``timeout_s``: seconds before the query is interrupted (raises :class:`SQLTimeoutError`);
+    ``max_rows``: at most this many rows are returned, ``truncated`` tells whether more existed.
+    Raises :class:`UnsafeSQLError` for anything but one read-only query (see
+    :func:`check_readonly_sql`), :class:`DatabaseUnavailableError` for a missing or locked file and
+    :class:`SQLError` with DuckDB's message when the query fails (unknown table, type error...).
+    """
+    if max_rows < 0:
+        raise ValueError("max_rows must be >= 0")
+    text = check_readonly_sql(sql)
+    started = time.monotonic()
+    lock = threading.Lock()
+    state: dict[str, Any] = {"con": None, "cancelled": False, "result": None, "error": None}
+
+    def work() -> None:
+        con = None
+        try:
+            con = connect_readonly(db_path)
+            with lock:
+                if state["cancelled"]:
+                    return
+                state["con"] = con
+            con.execute(text)
+            description = con.description or []
+            rows = con.fetchmany(max_rows + 1) if description else []
+            state["result"] = (
+                [str(d[0]) for d in description],
+                [str(d[1]) for d in description],
+                [tuple(r) for r in rows],
+            )
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            state["error"] = exc
+        finally:
+            with lock:
+                state["con"] = None
+                if con is not None:
+                    con.close()
+
+    worker = threading.Thread(target=work, name="neusym-sql", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        with lock:
+            state["cancelled"] = True
+            con = state["con"]
+            if con is not None:
+                try:
+                    con.interrupt()
+                except duckdb.Error:
+                    pass
+        worker.join(5.0)
+        raise SQLTimeoutError(
+            f"query interrupted after {timeout_s:g} s (time limit); add filters or a LIMIT, avoid cross joins"
+        )
+    error = state["error"]
+    if error is not None:
+        if isinstance(error, NeusymError):
+            raise error
+        if isinstance(error, duckdb.InterruptException):
+            raise SQLTimeoutError(f"query interrupted after {timeout_s:g} s (time limit)") from None
+        if isinstance(error, duckdb.PermissionException):
+            raise UnsafeSQLError(f"refused by the database: {_first_line(str(error))}") from None
+        if isinstance(error, duckdb.Error):
+            raise SQLError(f"SQL error: {_clean_duckdb_message(str(error))}") from None
+        raise error
+    columns, types, rows = state["result"]
+    truncated = len(rows) > max_rows
+    return QueryResult(
+        columns=columns,
+        rows=rows[:max_rows],
+        truncated=truncated,
+        elapsed_s=time.monotonic() - started,
+        types=types,
+    )
+
+
+def _clean_duckdb_message(message: str) -> str:
+    """DuckDB messages carry a caret diagram after the first lines; keep the informative part."""
+    lines = [ln.rstrip() for ln in message.strip().splitlines() if ln.strip()]
+    kept = [ln for ln in lines if not ln.lstrip().startswith(("^", "LINE "))]
+    return " ".join(kept[:3])
+
+
+# --------------------------------------------------------------------------------------------
+# Formatting
+# --------------------------------------------------------------------------------------------
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-serialisable form of one DuckDB value.
+
+    UUID, date, time, datetime → ISO strings; timedelta → seconds (float); Decimal → int when
+    integral, else float; NaN/inf → None; bytes → base64 string; lists/tuples/sets → lists;
+    dicts (STRUCT/MAP) → dicts with string keys; anything else → ``str(value)``.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, decimal.Decimal):
+        if not value.is_finite():
+            return None
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [to_jsonable(v) for v in value]
+    return str(value)
+
+
+def cell_text(value: Any, *, max_chars: int | None = None) -> str:
+    """One value as a single line of text for a table cell (NULL for None; lists as JSON).
+
+    Newlines and runs of whitespace are collapsed to one space; ``max_chars`` cuts long values
+    with a trailing ``…``.
+    """
+    if value is None:
+        text = "NULL"
+    else:
+        plain = to_jsonable(value)
+        if isinstance(plain, str):
+            text = plain
+        elif isinstance(plain, float):
+            text = repr(plain)
+        elif plain is None:
+            text = "NaN" if isinstance(value, float) and math.isnan(value) else str(value)
+        else:
+            text = json.dumps(plain, ensure_ascii=False)
+    text = " ".join(text.split())
+    if max_chars is not None and len(text) > max_chars:
+        text = text[: max(max_chars - 1, 0)] + "…"
+    return text
+
+
+def _unique_keys(columns: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    keys = []
+    for col in columns:
+        if col in seen:
+            seen[col] += 1
+            keys.append(f"{col}_{seen[col]}")
+        else:
+            seen[col] = 0
+            keys.append(col)
+    return keys
+
+
+def render_table(
+    columns: list[str],
+    rows: list[tuple] | list[list],
+    *,
+    max_cell_chars: int | None = None,
+    pad_limit: int = 40,
+) -> str:
+    """A bordered text table like the paper's observation format (App. F.2.3).
+
+    Columns are padded to their widest cell but at most ``pad_limit`` characters, so one long text
+    cell does not pad every other row (longer cells simply overflow their column).
+    """
+    cells = [[cell_text(v, max_chars=max_cell_chars) for v in row] for row in rows]
+    header = [" ".join(str(c).split()) for c in columns]
+    widths = []
+    for i, name in enumerate(header):
+        longest = max([len(name)] + [len(r[i]) for r in cells])
+        widths.append(min(longest, pad_limit))
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+    def line(values: list[str]) -> str:
+        return "| " + " | ".join(v.ljust(w) for v, w in zip(values, widths)) + " |"
+
+    out = [rule, line(header), rule]
+    out.extend(line(r) for r in cells)
+    out.append(rule)
+    return "\n".join(out)
+
+
+def format_result(result: QueryResult, fmt: str = "table", *, max_cell_chars: int | None = None) -> str:
+    """Serialise a :class:`QueryResult` as ``table``, ``json`` or ``csv`` text.
+
+    - ``table``: bordered text table plus ``In total, N rows are displayed.`` and, when the row cap
+      cut the result, a note saying so (this is also the agent's observation format);
+    - ``json``: a JSON array of row objects keyed by column name (duplicate names get ``_1``,
+      ``_2``...), values converted by :func:`to_jsonable`;
+    - ``csv``: header line plus rows; NULL as empty field, lists/structs as JSON text.
+
+    Raises ``ValueError`` for another ``fmt``.
+    """
+    fmt = fmt.lower()
+    if fmt == "table":
+        if not result.columns:
+            return "The statement returned no result set."
+        body = render_table(result.columns, result.rows, max_cell_chars=max_cell_chars)
+        n = len(result.rows)
+        footer = f"In total, {n} row{' is' if n == 1 else 's are'} displayed."
+        if result.truncated:
+            footer += f" The result had more rows and was cut at {len(result.rows)} (row limit); add LIMIT or filters."
+        return f"{body}\n{footer}"
+    if fmt == "json":
+        keys = _unique_keys(result.columns)
+        objects = [{k: to_jsonable(v) for k, v in zip(keys, row)} for row in result.rows]
+        return json.dumps(objects, ensure_ascii=False, indent=2)
+    if fmt == "csv":
+        buf = io.StringIO()
+        writer = csv.writer(buf, lineterminator="\n")
+        writer.writerow(result.columns)
+        for row in result.rows:
+            out = []
+            for v in row:
+                plain = to_jsonable(v)
+                if plain is None:
+                    out.append("")
+                elif isinstance(plain, (list, dict)):
+                    out.append(json.dumps(plain, ensure_ascii=False))
+                else:
+                    out.append(plain)
+            writer.writerow(out)
+        return buf.getvalue()
+    raise ValueError(f"unknown format {fmt!r}; use table, json or csv")
+
+
+__all__ = [
+    "DatabaseUnavailableError",
+    "QueryResult",
+    "READONLY_CONFIG",
+    "SQLError",
+    "cell_text",
+    "check_readonly_sql",
+    "connect_readonly",
+    "format_result",
+    "render_table",
+    "run_readonly_sql",
+    "to_jsonable",
+]
