@@ -393,8 +393,14 @@ class Environment:
     # -- SQL -----------------------------------------------------------------------------------
     @property
     def db_path(self) -> Path:
-        """The DuckDB corpus file (``settings.db_path``)."""
-        return self.settings.db_path
+        """The published read-only snapshot of the corpus (so a running refresh never blocks the agent),
+        or ``settings.db_path`` when no snapshot has been published."""
+        from neusym.snapshot import NoSnapshotError, current_snapshot
+
+        try:
+            return current_snapshot(self.settings)
+        except NoSnapshotError:
+            return self.settings.db_path
 
     def run_sql(self, sql: str, *, max_rows: int | None = None) -> QueryResult:
         """Run one read-only query with the settings' time limit and row cap (see :mod:`neusym.sqlsafe`)."""
