@@ -29,6 +29,7 @@ install: $(STAMP)
 
 ## demo: run the corpus_refresh DAG over the bundled sample corpus, then ask one question
 demo: install
+	mkdir -p $(NEUSYM_HOME)
 	$(BIN)/airflow db migrate > $(NEUSYM_HOME)/airflow-migrate.log 2>&1 || (cat $(NEUSYM_HOME)/airflow-migrate.log; exit 1)
 	NEUSYM_PDF_DIRS='["$(CURDIR)/samples/pdfs"]' $(BIN)/airflow dags test corpus_refresh
 	$(BIN)/neusym sql "SELECT m.title, count(DISTINCT p.page_id) AS pages FROM metadata m JOIN pages p ON p.ref_paper_id = m.paper_id GROUP BY m.title ORDER BY m.title"
