@@ -142,18 +142,23 @@ def ask(
     if not settings.db_path.exists():
         err.print(f"[red]error:[/red] no corpus at {settings.db_path}; run `neusym ingest PATH` first")
         raise typer.Exit(2)
-    result = answer_question(question, settings=settings, paper_ids=paper or None, answer_format=answer_format)
+    turn = [0]
+
+    def show(step) -> None:  # print each turn as it finishes (the offline model takes seconds per turn)
+        turn[0] += 1
+        console.rule(f"turn {turn[0]}: {step.action}")
+        console.print(f"[bold]thought:[/bold] {step.thought}", highlight=False)
+        console.print(f"[bold]arguments:[/bold] {json.dumps(step.arguments, ensure_ascii=False)}", highlight=False)
+        if step.observation:
+            console.print("[bold]observation:[/bold]", highlight=False)
+            console.print(step.observation, markup=False, highlight=False)
+
+    result = answer_question(question, settings=settings, paper_ids=paper or None, answer_format=answer_format,
+                             on_step=show if trace and not as_json else None)
     if as_json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
         return
     if trace:
-        for i, step in enumerate(result.trajectory, 1):
-            console.rule(f"turn {i}: {step.action}")
-            console.print(f"[bold]thought:[/bold] {step.thought}", markup=True, highlight=False)
-            console.print(f"[bold]arguments:[/bold] {json.dumps(step.arguments, ensure_ascii=False)}", highlight=False)
-            if step.observation:
-                console.print("[bold]observation:[/bold]", highlight=False)
-                console.print(step.observation, markup=False, highlight=False)
         console.rule("answer")
     answer = result.answer if isinstance(result.answer, str) else json.dumps(result.answer, ensure_ascii=False)
     console.print(answer, markup=False, highlight=False)

@@ -74,6 +74,7 @@ class Settings(BaseSettings):
     llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; unset = offline local model.")
     llm_model: str = "qwen2.5-coder-1.5b-instruct"
     llm_api_key: str | None = None
+    llm_vision: bool = Field(False, description="The OpenAI-compatible model accepts images (ViewImage sends the PNG).")
     llm_temperature: float = 0.0
     llm_max_tokens: int = 512
     llm_context_tokens: int = Field(8192, description="Context window of the offline model (n_ctx).")

@@ -248,6 +248,26 @@ def test_invalid_replies_become_error_observations_and_the_loop_continues(corpus
     assert "unknown collection 'milvus'" in obs[8]
 
 
+def test_exact_like_without_rows_is_retried_with_wildcards(corpus, env) -> None:
+    settings, pid = corpus
+    llm = ScriptedLLM([
+        act("RetrieveFromDatabase", sql="SELECT num_pages FROM metadata WHERE title ILIKE 'Retrieval-Augmented'"),
+        act("RetrieveFromDatabase", sql="SELECT num_pages FROM metadata WHERE title NOT ILIKE 'Retrieval-Augmented' "
+                                        "AND pub_year = 1999"),
+        act("RetrieveFromDatabase", sql="SELECT title FROM metadata WHERE paper_id = '<id>'"),
+        act("RetrieveFromVectorstore", query="q", collection_name="text_bm25_en", table_name="chunks",
+            column_name="text_content", filter="paper_id == '<id>'", limit=3),
+        act("GenerateAnswer", answer=3),
+    ])
+    result = answer_question("How many pages?", settings=settings, llm=llm, env=env)
+    widened, negated, placeholder_sql, placeholder_vs = (s.observation for s in result.trajectory[:4])
+    assert widened.startswith("No rows for the exact LIKE pattern. With wildcards (")
+    assert "ILIKE '%Retrieval-Augmented%'" in widened and "| 3 " in widened
+    assert "In total, 0 rows are displayed." in negated and "With wildcards" not in negated  # NOT is left alone
+    assert "'<id>' is a placeholder" in placeholder_sql and "'<id>' is a placeholder" in placeholder_vs
+    assert env.vectorstore.calls == []
+
+
 def test_bad_vector_filter_gets_the_filter_grammar(corpus, env) -> None:
     settings, _ = corpus
 
@@ -274,20 +294,22 @@ def test_repeated_identical_action_is_not_rerun(corpus, env) -> None:
     settings, _ = corpus
     same = act("RetrieveFromVectorstore", query="generator", collection_name="text_bm25_en", table_name="chunks",
                column_name="text_content", filter="", limit=5)
-    llm = ScriptedLLM([same, same, act("CalculateExpr", expr="1"), act("GenerateAnswer", answer="x")])
+    llm = ScriptedLLM([same, same, act("CalculateExpr", expr="1"), act("CalculateExpr", expr="2"),
+                       act("GenerateAnswer", answer="x")])
     result = answer_question("q?", settings=settings, llm=llm, env=env)
     assert len(env.vectorstore.calls) == 1
     assert result.trajectory[1].error and "already took exactly this action in turn 1" in result.trajectory[1].observation
     assert "Do not repeat" in result.trajectory[1].observation
-    assert "RetrieveFromVectorstore is disabled for your next turn" in result.trajectory[1].observation
+    assert "RetrieveFromVectorstore is disabled for your next 2 turns" in result.trajectory[1].observation
 
     def types(request: dict) -> list[str]:
         return [v["properties"]["action_type"]["enum"][0] for v in request["json_schema"]["properties"]["action"]["anyOf"]]
 
-    # the constrained decoder cannot emit the repeated action type on the next turn, then it is back
+    # the constrained decoder cannot emit the repeated action type for the next 2 turns, then it is back
     assert "RetrieveFromVectorstore" in types(llm.requests[1])
     assert "RetrieveFromVectorstore" not in types(llm.requests[2]) and "RetrieveFromDatabase" in types(llm.requests[2])
-    assert "RetrieveFromVectorstore" in types(llm.requests[3])
+    assert "RetrieveFromVectorstore" not in types(llm.requests[3])
+    assert "RetrieveFromVectorstore" in types(llm.requests[4])
 
 
 def test_turn_cap_and_forced_answer_on_the_last_turn(corpus, env) -> None:

@@ -61,6 +61,7 @@ FILTER_HINT = (
     "Filter grammar: conditions on paper_id, page_number or primary_key, e.g. \"paper_id == '<id>'\" or "
     "\"paper_id == '<id>' and page_number <= 3\"; no SQL, no LIKE: put search words in the query instead."
 )
+_PLACEHOLDER = re.compile(r"<\s*(paper_)?id\s*>|'\.\.\.'")
 NULL_SQL_HINT = "All values are NULL: these columns are not filled for these rows; use other columns or the vectorstore."
 
 
@@ -495,13 +496,7 @@ def execute_action(action: Action, env: Environment) -> Observation:
         if action.action_type == "GenerateAnswer":
             return Observation(text="", terminal=True, answer=action.parameters["answer"])
         if action.action_type == "RetrieveFromDatabase":
-            result = env.run_sql(action.parameters["sql"])
-            text = format_result(result, "table")
-            if result.columns and not result.rows:
-                text += "\n" + EMPTY_SQL_HINT
-            elif result.rows and all(v is None for row in result.rows for v in row):
-                text += "\n" + NULL_SQL_HINT
-            return Observation(text=truncate_observation(text, max_tokens))
+            return Observation(text=truncate_observation(_database(action.parameters["sql"], env), max_tokens))
         if action.action_type == "RetrieveFromVectorstore":
             return Observation(text=truncate_observation(_vector_search(action.parameters, env), max_tokens))
         if action.action_type == "CalculateExpr":
@@ -522,7 +517,68 @@ def execute_action(action: Action, env: Environment) -> Observation:
         return _error(f"{action.action_type} failed: {type(exc).__name__}: {exc}", max_tokens)
 
 
+def widen_like_patterns(sql: str) -> str | None:
+    """``sql`` with every ``[I]LIKE 'text'`` that has no wildcard turned into ``[I]LIKE '%text%'``.
+
+    Returns None when there is nothing to widen (or the SQL cannot be parsed). Patterns under NOT
+    are left alone (widening them would remove rows). Used when a query returns no rows because
+    the model matched a title fragment exactly.
+    """
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except sqlglot.errors.SqlglotError:
+        return None
+    changed = False
+    for node in tree.find_all(exp.Like, exp.ILike):
+        literal = node.expression
+        if isinstance(node.parent, exp.Not) or not isinstance(literal, exp.Literal) or not literal.is_string:
+            continue
+        if "%" in literal.this or "_" in literal.this or not literal.this.strip():
+            continue
+        node.set("expression", exp.Literal.string(f"%{literal.this.strip()}%"))
+        changed = True
+    return tree.sql(dialect="duckdb") if changed else None
+
+
+def _placeholder_error(text: str) -> str | None:
+    match = _PLACEHOLDER.search(text)
+    if match:
+        return (
+            f"{match.group(0)!r} is a placeholder from the instructions, not a value: use a real paper_id "
+            "(from [Paper IDs] or metadata.paper_id) or leave the condition out"
+        )
+    return None
+
+
+def _database(sql: str, env: Environment) -> str:
+    """Observation of RetrieveFromDatabase: the result table, with recovery hints for empty results."""
+    problem = _placeholder_error(sql)
+    if problem:
+        raise ActionError(f"RetrieveFromDatabase: {problem}")
+    result = env.run_sql(sql)
+    text = format_result(result, "table")
+    if result.columns and not result.rows:
+        widened = widen_like_patterns(sql)
+        if widened:
+            retry = env.run_sql(widened)
+            if retry.rows:
+                return (
+                    f"No rows for the exact LIKE pattern. With wildcards ({widened}) the result is:\n"
+                    + format_result(retry, "table")
+                )
+        text += "\n" + EMPTY_SQL_HINT
+    elif result.rows and all(v is None for row in result.rows for v in row):
+        text += "\n" + NULL_SQL_HINT
+    return text
+
+
 def _vector_search(params: dict, env: Environment) -> str:
+    problem = _placeholder_error(params.get("filter", ""))
+    if problem:
+        raise ActionError(f"RetrieveFromVectorstore: {problem}")
     limit = params["limit"]
     note = ""
     if limit > MAX_VECTOR_LIMIT:

@@ -45,6 +45,8 @@ DEFAULT_ANSWER_FORMAT = (
 PROMPT_FILES = ("agent_system.md", "agent_actions.md", "agent_framework.md", "agent_hints.md", "agent_examples.md")
 _MIN_CHARS_PER_TOKEN = 2.0
 _MESSAGE_OVERHEAD_TOKENS = 6
+REPEAT_BAN_TURNS = 2
+"""An action type that was repeated verbatim is removed from the JSON schema for this many turns."""
 _REFILL = 0.5  # after an elision, the conversation may use half of the room behind the prefix
 _OMITTED = "[Observation]: (omitted to save context; it was {n} characters)"
 
@@ -343,7 +345,7 @@ def answer_question(
 
         schema_all = schema_for(allowed)
         schema_last = schema_for(("GenerateAnswer",))
-        banned: str | None = None  # an action type repeated verbatim is disabled for one turn
+        banned: dict[str, int] = {}  # action type repeated verbatim → last turn it stays disabled
         max_tokens = int(settings.llm_max_tokens)
         ctx = _Context(budget=int(settings.llm_context_tokens) - max_tokens - 64)
         last_note = "This is your last turn: call GenerateAnswer now with your best answer."
@@ -356,13 +358,13 @@ def answer_question(
         for turn in range(1, max_turns + 1):
             last = turn == max_turns
             turn_started = time.monotonic()
+            blocked = {a for a, until in banned.items() if until >= turn}
             if last:
                 schema = schema_last
-            elif banned:
-                schema = schema_for(tuple(a for a in allowed if a != banned))
+            elif blocked:
+                schema = schema_for(tuple(a for a in allowed if a not in blocked))
             else:
                 schema = schema_all
-            banned = None
             reply = _chat(llm, messages, ctx, obs_idx, schema, max_tokens)
             result.turns = turn
             result.prompt_tokens += reply.prompt_tokens
@@ -391,12 +393,12 @@ def answer_question(
                 key = action.key()
                 if key in seen and action.action_type != "GenerateAnswer":
                     step.error = True
-                    banned = action.action_type if not last else None
+                    banned[action.action_type] = turn + REPEAT_BAN_TURNS
                     step.observation = (
                         f"[Warning]: you already took exactly this action in turn {seen[key]}; its observation is "
                         "above. Do not repeat it: change the SQL, the query, the table/column, the collection or "
-                        "the filter, or call GenerateAnswer if you already know the answer."
-                        + (f" {banned} is disabled for your next turn." if banned else "")
+                        "the filter, or call GenerateAnswer if you already know the answer. "
+                        f"{action.action_type} is disabled for your next {REPEAT_BAN_TURNS} turns."
                     )
                 else:
                     seen.setdefault(key, turn)
