@@ -168,6 +168,38 @@ def ask(
 
 
 @app.command()
+def search(
+    query: str = typer.Argument(..., help="A natural-language question or keywords."),
+    venue: Optional[str] = typer.Option(None, "--venue", help="Conference abbreviation, e.g. acl, emnlp, or findings."),
+    year: Optional[int] = typer.Option(None, "--year", help="Publication year."),
+    author: Optional[str] = typer.Option(None, "--author", help="Author name or last name."),
+    limit: int = typer.Option(10, "--limit", help="Number of papers."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits, best first."),
+) -> None:
+    """Search papers across the corpus (titles, abstracts, full text when parsed): hybrid BM25 + MiniLM."""
+    from .search import close_paper_indexes, search_papers
+
+    settings = _settings()
+    try:
+        hits = search_papers(query, venue=venue, year=year, author=author, limit=limit, settings=settings)
+    except ValueError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    finally:
+        close_paper_indexes()
+    if as_json:
+        print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, default=str))
+        return
+    t = Table()
+    for col in ("score", "title", "venue", "year", "authors", "snippet"):
+        t.add_column(col)
+    for h in hits:
+        t.add_row(f"{h.score:.3f}", h.title, h.venue or "", str(h.year or ""), ", ".join(h.authors[:3]),
+                  (h.snippet or "")[:160])
+    console.print(t)
+
+
+@app.command()
 def sql(
     query: str = typer.Argument(..., help="One read-only SQL query (DuckDB dialect)."),
     fmt: str = typer.Option("table", "--format", help="table | json | csv"),

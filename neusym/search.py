@@ -1,0 +1,834 @@
+"""Conference-wide paper search: a paper-level hybrid index (BM25 + all-MiniLM-L6-v2) in Qdrant.
+
+One point per paper in the collection ``papers`` (point id ``uuid5(POINT_NS, "papers:" + paper_id)``),
+separate from the per-cell collections of the agent (:mod:`neusym.vectorstore`). Named vectors:
+
+============== ======================= ===========================================================
+name           kind                    text
+============== ======================= ===========================================================
+``bm25``       sparse, IDF modifier    title + abstract + tldr + tags, *paper analyzer* (below)
+``bm25_basic`` sparse, IDF modifier    title + abstract, the project analyzer ``encode.bm25_tokens``
+                                       (kept for the plain-BM25 / RRF baselines of the benchmark)
+``bm25_body``  sparse, IDF modifier    full-text section texts (only papers whose PDF was parsed)
+``minilm``     dense 384-d cosine      "title. abstract" (+ tldr), first 256 word pieces
+``minilm_title`` dense 384-d cosine    title (+ tags)
+``minilm_sents`` multivector, MaxSim   each abstract sentence (+ tldr) on its own
+``minilm_body`` multivector, MaxSim    full-text passages (at most :data:`MAX_BODY_PASSAGES`)
+============== ======================= ===========================================================
+
+Payload: ``kind="paper"``, ``paper_id``, ``title``, ``venue`` (conference abbreviation, lower case),
+``year``, ``authors`` (as written), ``author_keys`` (normalized full names and last names, for the
+author filter), ``volume``, ``anthology_id``, ``sentences`` (the snippet source texts, in the order of
+the ``minilm_sents`` vectors), ``has_body``.
+
+Search (:func:`search_papers`): the question's scaffolding ("Is there any paper that", "Which paper
+first", "I'm looking for work on" ...) is stripped; each view returns its top :data:`POOL` papers
+*with the venue/year/author filter applied inside Qdrant*; per view, the scores of that pool are
+z-normalised (papers outside a view's pool get the pool's lowest value) and summed with the weights
+of :data:`DEFAULT_WEIGHTS`, chosen on the dev split of ``benchmarks/paper_search``. The snippet is
+the abstract sentence (or tldr; the title when there is no abstract) closest to the query in MiniLM
+space. Full-text views (``bm25_body``, ``minilm_body``) only score papers whose sections were given.
+
+Engines: with ``NEUSYM_QDRANT_URL`` set (or a ``QdrantClient`` passed in) the collection lives in
+that Qdrant (qdrant-client). Otherwise the index is an embedded Qdrant Edge shard under
+``$NEUSYM_HOME/papers_edge`` (qdrant-edge-py, one process at a time). Measured on 5,088 papers, one
+search including query encoding: qdrant-client local mode p50 1,184 ms (it scores sparse and
+multivector views in Python), the edge shard p50 37 ms / p95 48 ms
+(``benchmarks/results/paper_search.json``). Segments are not HNSW-indexed: exact scans of a few
+thousand papers take milliseconds, an HNSW build took minutes.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+import unicodedata
+import uuid
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+from .encode import STOP_WORDS, _stemmer, _token_index, bm25_tokens
+from .ids import POINT_NS, paper_id_for
+from .settings import Settings, get_settings
+
+PAPERS_COLLECTION = "papers"
+DENSE_DIM = 384
+INDEX_VERSION = "1"
+POOL = 100
+"""Candidates fetched per view before fusion."""
+MAX_BODY_PASSAGES = 48
+"""Cap on full-text passages per paper in the ``minilm_body`` multivector (bounds encoding time)."""
+BODY_PASSAGE_CHARS = 700
+
+BM25_K1 = 1.2
+BM25_B = 0.75
+AVG_LEN = {"bm25": 129.0, "bm25_basic": 115.0, "bm25_body": 4000.0}
+"""BM25 average document lengths in tokens (title+abstract of ACL 2024 + Findings 2024; full text)."""
+
+DEFAULT_WEIGHTS: dict[str, float] = {
+    "bm25": 1.0,
+    "minilm": 1.0,
+    "minilm_title": 0.5,
+    "minilm_sents": 0.25,
+    "bm25_body": 0.3,
+    "minilm_body": 0.3,
+}
+"""Fusion weights per view (z-score fusion), chosen on the dev split; body weights are a priori."""
+
+SPARSE_VIEWS = ("bm25", "bm25_basic", "bm25_body")
+DENSE_VIEWS = ("minilm", "minilm_title")
+MULTI_VIEWS = ("minilm_sents", "minilm_body")
+BODY_VIEWS = ("bm25_body", "minilm_body")
+
+
+# ------------------------------------------------------------------------------------------ records
+@dataclass
+class PaperDoc:
+    """What the paper index needs to know about one paper.
+
+    ``paper_id``: the project's paper id (``ids.paper_id_for(title, sha)``; for metadata-only papers
+    ``paper_id_for(title, "")``). ``venue``: conference abbreviation (any case, stored lower case).
+    ``sections``: full-text section texts when the PDF has been parsed (empty for metadata-only
+    papers). ``tldr``/``tags``: optional index-time enrichment.
+    """
+
+    paper_id: str
+    title: str
+    abstract: str | None = None
+    venue: str | None = None
+    year: int | None = None
+    authors: Sequence[str] = ()
+    volume: str | None = None
+    anthology_id: str | None = None
+    tldr: str | None = None
+    tags: Sequence[str] = ()
+    sections: Sequence[str] = ()
+
+    @classmethod
+    def from_source(cls, paper: Any, *, sections: Sequence[str] = (), tldr: str | None = None,
+                    tags: Sequence[str] = ()) -> "PaperDoc":
+        """A metadata-only PaperDoc from a :class:`neusym.sources.base.SourcePaper` (e.g. ACL Anthology XML).
+
+        The paper id is ``paper_id_for(title, "")``; pass ``sections`` when the full text is known.
+        """
+        return cls(
+            paper_id=paper_id_for(paper.title, ""),
+            title=paper.title,
+            abstract=paper.abstract,
+            venue=(paper.conference_abbreviation or None),
+            year=paper.pub_year,
+            authors=list(paper.authors or []),
+            volume=paper.volume,
+            anthology_id=paper.anthology_id,
+            tldr=tldr,
+            tags=list(tags or paper.keywords or []),
+            sections=list(sections),
+        )
+
+
+@dataclass
+class PaperHit:
+    """One search result: the paper, its fused score (higher is better) and the best-matching sentence."""
+
+    paper_id: str
+    title: str
+    venue: str | None
+    year: int | None
+    authors: list[str]
+    score: float
+    snippet: str
+    anthology_id: str | None = None
+    volume: str | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict: paper_id, title, venue, year, authors, score, snippet, anthology_id, volume."""
+        return asdict(self)
+
+
+@dataclass
+class SearchConfig:
+    """How a query is scored: weights per view, fusion method, query processing (for ablations).
+
+    ``fusion``: ``"zscore"`` (weighted sum of per-view z-normalised scores) or ``"rrf"`` (weighted
+    reciprocal-rank fusion, ``rrf_k``). ``strip_scaffold``: remove question scaffolding before
+    encoding. Views with weight 0 are not queried.
+    """
+
+    weights: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    fusion: str = "zscore"
+    rrf_k: int = 60
+    strip_scaffold: bool = True
+    pool: int = POOL
+
+
+# -------------------------------------------------------------------------------------- text utils
+_WORD = re.compile(r"[A-Za-z0-9]+(?:[\-'’][A-Za-z0-9]+)*")
+_ACRONYM_PLURAL = re.compile(r"[A-Z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*s")
+
+
+def paper_tokens(text: str) -> list[str]:
+    """The paper-index analyzer: stemmed, stop-word-free tokens with compounds split.
+
+    Differences from ``encode.bm25_tokens``: hyphenated words give their parts *and* the joined form
+    ("chain-of-thought" -> chain, thought, chainofthought; a query "chain of thought" matches);
+    plural acronyms lose their "s" ("LLMs" -> llm); possessive "'s" is dropped.
+    """
+    out: list[str] = []
+    for m in _WORD.finditer(text or ""):
+        w = re.sub(r"['’]s$", "", m.group(0))
+        if _ACRONYM_PLURAL.fullmatch(w):
+            w = w[:-1]
+        parts = [p for p in re.split(r"[\-'’]", w.lower()) if p]
+        if len(parts) > 1:
+            out.extend(parts)
+            out.append("".join(parts))
+        elif parts:
+            out.append(parts[0])
+    return _stemmer().stemWords([w for w in out if w not in STOP_WORDS])
+
+
+def sparse_doc_vector(tokens: list[str], avg_len: float) -> tuple[list[int], list[float]]:
+    """BM25 term-frequency part of a document's sparse vector (IDF is applied by Qdrant)."""
+    if not tokens:
+        return [], []
+    counts = Counter(_token_index(t) for t in tokens)
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / avg_len)
+    idx = sorted(counts)
+    return idx, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in idx]
+
+
+def sparse_query_vector(tokens: list[str]) -> tuple[list[int], list[float]]:
+    """Query sparse vector: weight 1 per distinct term."""
+    idx = sorted({_token_index(t) for t in tokens})
+    return idx, [1.0] * len(idx)
+
+
+_SCAFFOLD = re.compile(
+    r"""^\s*(?:
+      (?:is|are)\s+there\s+(?:any|a|an|some)?\s*
+        (?:(?:recent|existing|prior|published)\s+)?
+        (?:papers?|works?|stud(?:y|ies)|research|articles?|publications?|literature)?\s*
+        (?:that|which|where|who|on|about|for|in|with)?
+    | (?:which|what)\s+(?:papers?|works?|stud(?:y|ies)|research|articles?|publications?|methods?|approach(?:es)?)
+        (?:\s+(?:first|was\s+the\s+first\s+to|were\s+the\s+first\s+to|has\s+first|have\s+first))?
+    | (?:i(?:'m|’m|\s+am)\s+)?(?:looking|searching)\s+for\s+(?:a\s+|an\s+|any\s+|some\s+)?
+        (?:papers?|works?|research|stud(?:y|ies)|articles?)?\s*(?:on|about|that|which|where)?
+    | (?:has|have)\s+(?:anyone|anybody|someone|researchers|people)
+    | (?:can|could)\s+you\s+(?:find|recommend|suggest|show)\s+(?:me\s+)?(?:a\s+|the\s+|any\s+|some\s+)?
+        (?:papers?|works?|research|stud(?:y|ies))?\s*(?:that|on|about|which|where)?
+    | (?:find|show|recommend|suggest)\s+(?:me\s+)?(?:a\s+|the\s+|any\s+|some\s+)?
+        (?:papers?|works?|research|stud(?:y|ies))\s*(?:that|on|about|which|where)?
+    | (?:papers?|works?)\s+(?:on|about|that|which)
+    )\s*""",
+    re.IGNORECASE | re.VERBOSE,
+)
+
+
+def strip_question(query: str) -> str:
+    """Remove question scaffolding ("Is there any paper that", "Which paper first", "I'm looking for
+    work on", "Has anyone" ...) from the start of a natural-language query; returns the query unchanged
+    when nothing (or too little) would remain. Trailing "?" is removed too."""
+    q = " ".join((query or "").split())
+    rest = _SCAFFOLD.sub("", q, count=1).strip()
+    rest = rest.rstrip(" ?")
+    return rest if len(rest) >= 8 else q.rstrip(" ?")
+
+
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9“\"(\[])|(?<=[a-z]\.)(?=[A-Z][a-z])")
+
+
+def split_sentences(text: str | None, min_chars: int = 20) -> list[str]:
+    """Sentences of an abstract (regex split; fragments shorter than ``min_chars`` are merged forward)."""
+    out: list[str] = []
+    carry = ""
+    for s in _SENT_SPLIT.split(text or ""):
+        s = (carry + " " + s).strip() if carry else s.strip()
+        if len(s) < min_chars:
+            carry = s
+            continue
+        carry = ""
+        out.append(s)
+    if carry:
+        if out:
+            out[-1] = out[-1] + " " + carry
+        else:
+            out.append(carry)
+    return out
+
+
+def body_passages(sections: Sequence[str], limit: int = MAX_BODY_PASSAGES) -> list[str]:
+    """Full-text passages for the ``minilm_body`` view: sentences packed up to ~BODY_PASSAGE_CHARS."""
+    out: list[str] = []
+    for sec in sections:
+        buf = ""
+        for s in split_sentences(sec):
+            if buf and len(buf) + len(s) > BODY_PASSAGE_CHARS:
+                out.append(buf)
+                buf = ""
+            buf = f"{buf} {s}".strip()
+        if buf:
+            out.append(buf)
+    if len(out) > limit:  # keep an even spread over the paper
+        step = len(out) / limit
+        out = [out[int(i * step)] for i in range(limit)]
+    return out
+
+
+def normalize_person(name: str) -> str:
+    """Lower-case, accent-free form of a person name, words joined by one space ("Liu, Yang" -> "yang liu")."""
+    name = name or ""
+    if "," in name:
+        last, _, first = name.partition(",")
+        name = f"{first} {last}"
+    text = unicodedata.normalize("NFKD", name)
+    text = "".join(ch for ch in text if not unicodedata.combining(ch)).lower()
+    return " ".join(re.findall(r"[a-z0-9]+", text))
+
+
+def author_keys(authors: Iterable[str]) -> list[str]:
+    """Filter keys of an author list: each normalized full name, last name and (3+ words) last two words."""
+    keys: list[str] = []
+    for a in authors:
+        norm = normalize_person(a)
+        if not norm:
+            continue
+        words = norm.split()
+        for k in (norm, words[-1], " ".join(words[-2:]) if len(words) >= 3 else None):
+            if k and k not in keys:
+                keys.append(k)
+    return keys
+
+
+def point_id_for_paper(paper_id: str) -> str:
+    """Qdrant point id of a paper in the ``papers`` collection: ``uuid5(POINT_NS, "papers:" + paper_id)``."""
+    return str(uuid.uuid5(POINT_NS, f"papers:{paper_id}"))
+
+
+# ---------------------------------------------------------------------------------------- encoding
+_QUERY_LOCK = threading.Lock()
+
+
+def encode_query(text: str) -> list[float]:
+    """The 384-d unit MiniLM vector of one query, computed on ONE torch thread.
+
+    On a 2-core machine shared with other work, torch's default 2-thread pool spin-waits: a one-query
+    forward pass measured p50 988 ms with 2 threads vs 47 ms with 1 thread under load average 9.
+    """
+    import torch
+
+    with _QUERY_LOCK:
+        prev = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return _dense([text])[0]
+        finally:
+            torch.set_num_threads(prev)
+
+
+@dataclass
+class _Encoded:
+    point_id: str
+    vectors: dict[str, Any]
+    payload: dict
+
+
+def _dense(texts: list[str], batch_size: int = 32) -> list[list[float]]:
+    if not texts:
+        return []
+    from .encode import dense_model
+
+    emb = dense_model().encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
+    return emb.astype("float32").tolist()
+
+
+Embedder = Callable[[list[str]], list[list[float]]]
+"""Texts -> unit-length 384-d all-MiniLM-L6-v2 vectors (same order)."""
+
+
+def encode_papers(papers: Sequence[PaperDoc], *, batch_size: int = 32, embed: Embedder | None = None) -> list[_Encoded]:
+    """Vectors and payloads of papers (all dense texts of the batch encoded together by ``embed``,
+    default all-MiniLM-L6-v2 on CPU)."""
+    dense_jobs: list[tuple[int, str, str]] = []  # (paper index, view, text)
+    out: list[_Encoded] = []
+    for i, p in enumerate(papers):
+        title = " ".join((p.title or "").split())
+        abstract = " ".join((p.abstract or "").split())
+        tldr = " ".join((p.tldr or "").split())
+        tags = [t for t in (p.tags or []) if t]
+        sentences = split_sentences(abstract)
+        if tldr:
+            sentences = sentences + [tldr]
+        if not sentences:
+            sentences = [title]
+        lexical = " ".join(x for x in (title, abstract, tldr, " ".join(tags)) if x)
+        vectors: dict[str, Any] = {
+            "bm25": sparse_doc_vector(paper_tokens(lexical), AVG_LEN["bm25"]),
+            "bm25_basic": sparse_doc_vector(bm25_tokens(f"{title}. {abstract}"), AVG_LEN["bm25_basic"]),
+        }
+        dense_jobs.append((i, "minilm", ". ".join(x for x in (title, abstract, tldr) if x)))
+        dense_jobs.append((i, "minilm_title", title + (" (" + ", ".join(tags) + ")" if tags else "")))
+        for s in sentences:
+            dense_jobs.append((i, "minilm_sents", s))
+        sections = [s for s in (p.sections or []) if s and s.strip()]
+        if sections:
+            vectors["bm25_body"] = sparse_doc_vector(paper_tokens(" ".join(sections)), AVG_LEN["bm25_body"])
+            for passage in body_passages(sections):
+                dense_jobs.append((i, "minilm_body", passage))
+        authors = [a for a in (p.authors or []) if a]
+        payload = {
+            "kind": "paper",
+            "paper_id": p.paper_id,
+            "title": title,
+            "venue": (p.venue or "").strip().lower() or None,
+            "year": int(p.year) if p.year is not None else None,
+            "authors": authors,
+            "author_keys": author_keys(authors),
+            "volume": p.volume,
+            "anthology_id": p.anthology_id,
+            "sentences": sentences,
+            "has_body": bool(sections),
+            "index_version": INDEX_VERSION,
+        }
+        out.append(_Encoded(point_id_for_paper(p.paper_id), vectors, payload))
+    texts = [t for _, _, t in dense_jobs]
+    embs = embed(texts) if embed is not None else _dense(texts, batch_size=batch_size)
+    for (i, view, _), e in zip(dense_jobs, embs):
+        vecs = out[i].vectors
+        if view in MULTI_VIEWS:
+            vecs.setdefault(view, []).append(e)
+        else:
+            vecs[view] = e
+    return out
+
+
+# ----------------------------------------------------------------------------------------- filters
+@dataclass(frozen=True)
+class _FilterSpec:
+    venue: str | None = None
+    year: int | None = None
+    author: str | None = None
+
+    @classmethod
+    def make(cls, venue: str | None, year: int | str | None, author: str | None) -> "_FilterSpec":
+        v = venue.strip().lower() if isinstance(venue, str) and venue.strip() else None
+        if year is not None and not isinstance(year, int):
+            try:
+                year = int(str(year).strip())
+            except ValueError:
+                raise ValueError(f"year must be an integer, got {year!r}") from None
+        a = normalize_person(author) if author else None
+        return cls(v, year, a or None)
+
+    def conditions(self) -> list[tuple[str, Any]]:
+        out: list[tuple[str, Any]] = [("kind", "paper")]
+        if self.venue == "findings":  # Findings volumes carry their conference (acl/naacl/eacl/emnlp) as venue
+            out.append(("volume", "findings"))
+        elif self.venue:
+            out.append(("venue", self.venue))
+        if self.year is not None:
+            out.append(("year", self.year))
+        if self.author:
+            out.append(("author_keys", self.author))
+        return out
+
+
+# ---------------------------------------------------------------------------------------- backends
+_KEYWORD_FIELDS = ("kind", "paper_id", "venue", "author_keys", "volume")
+_INTEGER_FIELDS = ("year",)
+
+
+class _EdgeBackend:
+    """Embedded Qdrant Edge shard (qdrant-edge-py)."""
+
+    name = "qdrant-edge"
+
+    def __init__(self, path: Path):
+        import qdrant_edge as E
+
+        self.E = E
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self.shard = E.EdgeShard.load(str(self.path)) if self.path.is_dir() and any(self.path.iterdir()) else None
+
+    def ensure(self) -> None:
+        if self.shard is not None:
+            return
+        E = self.E
+        multi = E.MultiVectorConfig(E.MultiVectorComparator.MaxSim)
+        cfg = E.EdgeConfig(
+            vectors={
+                "minilm": E.EdgeVectorParams(size=DENSE_DIM, distance=E.Distance.Cosine),
+                "minilm_title": E.EdgeVectorParams(size=DENSE_DIM, distance=E.Distance.Cosine),
+                "minilm_sents": E.EdgeVectorParams(size=DENSE_DIM, distance=E.Distance.Cosine, multivector_config=multi),
+                "minilm_body": E.EdgeVectorParams(size=DENSE_DIM, distance=E.Distance.Cosine, multivector_config=multi),
+            },
+            sparse_vectors={v: E.EdgeSparseVectorParams(modifier=E.Modifier.Idf) for v in SPARSE_VIEWS},
+            # a few thousand papers are scanned exactly in milliseconds; no HNSW build (minutes) needed
+            optimizers=E.EdgeOptimizersConfig(indexing_threshold=2_000_000_000),
+        )
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.shard = E.EdgeShard.create(str(self.path), cfg)
+        for f in _KEYWORD_FIELDS:
+            self.shard.update(E.UpdateOperation.create_field_index(f, E.PayloadSchemaType.Keyword))
+        for f in _INTEGER_FIELDS:
+            self.shard.update(E.UpdateOperation.create_field_index(f, E.PayloadSchemaType.Integer))
+
+    def exists(self) -> bool:
+        return self.shard is not None
+
+    def _vec(self, name: str, v: Any) -> Any:
+        return self.E.SparseVector(v[0], v[1]) if name in SPARSE_VIEWS else v
+
+    def upsert(self, points: list[_Encoded]) -> None:
+        E = self.E
+        pts = [E.Point(p.point_id, {k: self._vec(k, v) for k, v in p.vectors.items() if not (k in SPARSE_VIEWS and not v[0])},
+                       p.payload) for p in points]
+        with self._lock:
+            self.shard.update(E.UpdateOperation.upsert_points(pts))
+
+    def flush(self) -> None:
+        self.shard.flush()
+
+    def _filter(self, spec: _FilterSpec):
+        E = self.E
+        return E.Filter(must=[E.FieldCondition(key=k, match=E.MatchValue(v)) for k, v in spec.conditions()])
+
+    def query(self, requests: list[tuple[str, Any]], spec: _FilterSpec, limit: int) -> list[list[tuple[str, float]]]:
+        E = self.E
+        flt = self._filter(spec)
+        reqs = [E.QueryRequest(limit=limit, query=E.Query.Nearest(self._vec(name, [vec] if name in MULTI_VIEWS else vec),
+                                                                   using=name), filter=flt, with_payload=False)
+                for name, vec in requests]
+        res = self.shard.query_batch(E.QueryBatchRequest(reqs))
+        return [[(str(p.id), float(p.score)) for p in r] for r in res]
+
+    def retrieve(self, ids: list[str], vectors: Sequence[str] = ()) -> dict[str, tuple[dict, dict]]:
+        recs = self.shard.retrieve(ids, with_payload=True, with_vector=list(vectors) if vectors else False)
+        out = {}
+        for r in recs:
+            vec = r.vector if isinstance(r.vector, dict) else {}
+            out[str(r.id)] = (dict(r.payload or {}), dict(vec or {}))
+        return out
+
+    def count(self) -> int:
+        E = self.E
+        return self.shard.count(E.CountRequest(exact=True, filter=self._filter(_FilterSpec())))
+
+    def close(self) -> None:
+        if self.shard is not None:
+            self.shard.flush()
+            self.shard.close()
+            self.shard = None
+
+
+class _ClientBackend:
+    """A collection in Qdrant through qdrant-client (server URL, or local mode for tests)."""
+
+    name = "qdrant-client"
+
+    def __init__(self, client: Any, collection: str = PAPERS_COLLECTION, *, owns: bool = False):
+        from qdrant_client import models
+
+        self.client = client
+        self.models = models
+        self.collection = collection
+        self.owns = owns
+
+    def exists(self) -> bool:
+        return self.client.collection_exists(self.collection)
+
+    def ensure(self) -> None:
+        M = self.models
+        if self.exists():
+            return
+        multi = M.MultiVectorConfig(comparator=M.MultiVectorComparator.MAX_SIM)
+        self.client.create_collection(
+            self.collection,
+            vectors_config={
+                "minilm": M.VectorParams(size=DENSE_DIM, distance=M.Distance.COSINE),
+                "minilm_title": M.VectorParams(size=DENSE_DIM, distance=M.Distance.COSINE),
+                "minilm_sents": M.VectorParams(size=DENSE_DIM, distance=M.Distance.COSINE, multivector_config=multi),
+                "minilm_body": M.VectorParams(size=DENSE_DIM, distance=M.Distance.COSINE, multivector_config=multi),
+            },
+            sparse_vectors_config={v: M.SparseVectorParams(modifier=M.Modifier.IDF) for v in SPARSE_VIEWS},
+        )
+        if getattr(self.client, "_client", None).__class__.__name__ != "QdrantLocal":  # payload indexes: server only
+            for f in _KEYWORD_FIELDS:
+                self.client.create_payload_index(self.collection, f, M.PayloadSchemaType.KEYWORD)
+            for f in _INTEGER_FIELDS:
+                self.client.create_payload_index(self.collection, f, M.PayloadSchemaType.INTEGER)
+
+    def _vec(self, name: str, v: Any) -> Any:
+        return self.models.SparseVector(indices=v[0], values=v[1]) if name in SPARSE_VIEWS else v
+
+    def upsert(self, points: list[_Encoded]) -> None:
+        M = self.models
+        pts = [M.PointStruct(id=p.point_id, payload=p.payload,
+                             vector={k: self._vec(k, v) for k, v in p.vectors.items() if not (k in SPARSE_VIEWS and not v[0])})
+               for p in points]
+        self.client.upsert(self.collection, points=pts, wait=True)
+
+    def flush(self) -> None:
+        pass
+
+    def _filter(self, spec: _FilterSpec):
+        M = self.models
+        return M.Filter(must=[M.FieldCondition(key=k, match=M.MatchValue(value=v)) for k, v in spec.conditions()])
+
+    def query(self, requests: list[tuple[str, Any]], spec: _FilterSpec, limit: int) -> list[list[tuple[str, float]]]:
+        M = self.models
+        flt = self._filter(spec)
+        reqs = [M.QueryRequest(query=self._vec(name, [vec] if name in MULTI_VIEWS else vec), using=name, filter=flt,
+                               limit=limit, with_payload=False) for name, vec in requests]
+        res = self.client.query_batch_points(self.collection, requests=reqs)
+        return [[(str(p.id), float(p.score)) for p in r.points] for r in res]
+
+    def retrieve(self, ids: list[str], vectors: Sequence[str] = ()) -> dict[str, tuple[dict, dict]]:
+        recs = self.client.retrieve(self.collection, ids=ids, with_payload=True,
+                                    with_vectors=list(vectors) if vectors else False)
+        return {str(r.id): (dict(r.payload or {}), dict(r.vector or {}) if isinstance(r.vector, dict) else {})
+                for r in recs}
+
+    def count(self) -> int:
+        return self.client.count(self.collection, count_filter=self._filter(_FilterSpec()), exact=True).count
+
+    def close(self) -> None:
+        if self.owns:
+            self.client.close()
+
+
+# ------------------------------------------------------------------------------------------- index
+class PaperIndex:
+    """The paper-level index: build (upsert) and search.
+
+    ``PaperIndex(settings)`` opens the Qdrant server collection ``papers`` when
+    ``settings.qdrant_url`` is set, else the embedded Qdrant Edge shard ``$NEUSYM_HOME/papers_edge``.
+    ``PaperIndex(client=QdrantClient(...))`` uses that client's ``papers`` collection (e.g. the same
+    local-mode client as :class:`neusym.vectorstore.VectorStore`); ``PaperIndex(path=...)`` an edge
+    shard at ``path``. Use as a context manager or call :meth:`close` (the edge shard is
+    single-process).
+    """
+
+    def __init__(self, settings: Settings | None = None, *, client: Any = None, path: str | Path | None = None,
+                 collection: str = PAPERS_COLLECTION):
+        settings = settings or get_settings()
+        self.settings = settings
+        if client is not None:
+            self.backend: Any = _ClientBackend(client, collection)
+        elif path is not None:
+            self.backend = _EdgeBackend(Path(path))
+        elif settings.qdrant_url:
+            from qdrant_client import QdrantClient
+
+            self.backend = _ClientBackend(
+                QdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key, timeout=60), collection, owns=True)
+        else:
+            self.backend = _EdgeBackend(settings.home / "papers_edge")
+
+    @property
+    def engine(self) -> str:
+        """``"qdrant-edge"`` or ``"qdrant-client"``."""
+        return self.backend.name
+
+    def __enter__(self) -> "PaperIndex":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Flush and release the index."""
+        self.backend.close()
+
+    def count(self) -> int:
+        """Number of papers in the index (0 when it does not exist yet)."""
+        return self.backend.count() if self.backend.exists() else 0
+
+    # -------------------------------------------------------------------------------- build
+    def build(self, papers: Iterable[PaperDoc], *, batch_size: int = 128, progress: Any = None,
+              embed: Embedder | None = None) -> dict:
+        """Upsert papers (idempotent: one point per paper_id, re-indexing replaces it).
+
+        Returns ``{"papers": n, "with_body": n, "seconds": s}``. Raises ``ValueError`` for a paper
+        without paper_id or title. ``progress``, if given, is called with the running count;
+        ``embed`` replaces the MiniLM encoder (e.g. a caching one in benchmarks).
+        """
+        import time
+
+        t0 = time.perf_counter()
+        self.backend.ensure()
+        n = body = 0
+        batch: list[PaperDoc] = []
+
+        def flush_batch() -> None:
+            nonlocal n, body
+            enc = encode_papers(batch, batch_size=self.settings.dense_batch_size, embed=embed)
+            self.backend.upsert(enc)
+            n += len(batch)
+            body += sum(1 for p in batch if p.sections)
+            batch.clear()
+            if progress:
+                progress(n)
+
+        seen: set[str] = set()
+        for p in papers:
+            if not p.paper_id or not (p.title or "").strip():
+                raise ValueError(f"paper without paper_id or title: {p!r:.200}")
+            if p.paper_id in seen:  # the last record of a paper id in one build wins
+                batch = [b for b in batch if b.paper_id != p.paper_id]
+            seen.add(p.paper_id)
+            batch.append(p)
+            if len(batch) >= batch_size:
+                flush_batch()
+        if batch:
+            flush_batch()
+        self.backend.flush()
+        return {"papers": n, "with_body": body, "seconds": round(time.perf_counter() - t0, 2)}
+
+    # ------------------------------------------------------------------------------- search
+    def search(self, query: str, *, venue: str | None = None, year: int | None = None, author: str | None = None,
+               limit: int = 10, config: SearchConfig | None = None, query_vector: list[float] | None = None) -> list[PaperHit]:
+        """Hybrid search; see :func:`search_papers`. ``query_vector`` skips encoding (tests/benchmarks)."""
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError("query must be a non-empty string")
+        if not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        cfg = config or SearchConfig()
+        spec = _FilterSpec.make(venue, year, author)
+        if not self.backend.exists():
+            return []
+        text = strip_question(query) if cfg.strip_scaffold else query.strip()
+        weights = {k: w for k, w in cfg.weights.items() if w}
+        need_dense = any(v in weights for v in DENSE_VIEWS + MULTI_VIEWS)
+        qvec = query_vector if query_vector is not None else (encode_query(text) if need_dense else None)
+        requests: list[tuple[str, Any]] = []
+        for view in weights:
+            if view == "bm25" or view == "bm25_body":
+                sv = sparse_query_vector(paper_tokens(text))
+                if sv[0]:
+                    requests.append((view, sv))
+            elif view == "bm25_basic":
+                sv = sparse_query_vector(bm25_tokens(text))
+                if sv[0]:
+                    requests.append((view, sv))
+            else:
+                requests.append((view, qvec))
+        pool = max(cfg.pool, limit)
+        results = self.backend.query(requests, spec, pool) if requests else []
+        fused = _fuse([(name, res) for (name, _), res in zip(requests, results)], weights, cfg)
+        top = sorted(fused.items(), key=lambda kv: -kv[1])[:limit]
+        if not top:
+            return []
+        want_vecs = ["minilm_sents"] + (["minilm_body"] if "minilm_body" in weights else [])
+        recs = self.backend.retrieve([pid for pid, _ in top], want_vecs if qvec is not None else ())
+        hits = []
+        for pid, score in top:
+            if pid not in recs:
+                continue
+            payload, vecs = recs[pid]
+            hits.append(PaperHit(
+                paper_id=payload.get("paper_id"), title=payload.get("title"), venue=payload.get("venue"),
+                year=payload.get("year"), authors=list(payload.get("authors") or []), score=round(float(score), 4),
+                snippet=_snippet(payload, vecs, qvec, text), anthology_id=payload.get("anthology_id"),
+                volume=payload.get("volume"),
+            ))
+        return hits
+
+
+def _fuse(results: list[tuple[str, list[tuple[str, float]]]], weights: Mapping[str, float],
+          cfg: SearchConfig) -> dict[str, float]:
+    fused: dict[str, float] = {}
+    if cfg.fusion == "rrf":
+        for name, res in results:
+            w = weights.get(name, 0.0)
+            for rank, (pid, _) in enumerate(res):
+                fused[pid] = fused.get(pid, 0.0) + w / (cfg.rrf_k + rank + 1)
+        return fused
+    if cfg.fusion != "zscore":
+        raise ValueError(f"unknown fusion {cfg.fusion!r}")
+    per_view = []
+    for name, res in results:
+        if not res:
+            continue
+        scores = [s for _, s in res]
+        mu = sum(scores) / len(scores)
+        sd = math.sqrt(sum((s - mu) ** 2 for s in scores) / len(scores)) or 1.0
+        floor = (min(scores) - mu) / sd
+        per_view.append((weights.get(name, 0.0), {pid: (s - mu) / sd for pid, s in res}, floor))
+        for pid, _ in res:
+            fused.setdefault(pid, 0.0)
+    for pid in fused:
+        fused[pid] = sum(w * z.get(pid, floor) for w, z, floor in per_view)
+    return fused
+
+
+def _snippet(payload: dict, vecs: dict, qvec: list[float] | None, text: str) -> str:
+    sentences = list(payload.get("sentences") or [])
+    if not sentences:
+        return payload.get("title") or ""
+    sv = vecs.get("minilm_sents") if vecs else None
+    if qvec is not None and sv and len(sv) == len(sentences):
+        best = max(range(len(sentences)), key=lambda i: sum(a * b for a, b in zip(sv[i], qvec)))
+        return sentences[best]
+    q = set(paper_tokens(text))  # lexical fallback
+    return max(sentences, key=lambda s: len(q & set(paper_tokens(s))))
+
+
+# ------------------------------------------------------------------------------------ module API
+_OPEN: dict[str, PaperIndex] = {}
+_OPEN_LOCK = threading.Lock()
+
+
+def _index_for(settings: Settings | None, client: Any) -> PaperIndex:
+    if client is not None:
+        return PaperIndex(settings, client=client)
+    settings = settings or get_settings()
+    key = settings.qdrant_url or str((settings.home / "papers_edge").resolve())
+    with _OPEN_LOCK:
+        if key not in _OPEN:
+            _OPEN[key] = PaperIndex(settings)
+        return _OPEN[key]
+
+
+def close_paper_indexes() -> None:
+    """Close the indexes opened by :func:`build_paper_index` / :func:`search_papers` (releases the edge shard)."""
+    with _OPEN_LOCK:
+        for idx in _OPEN.values():
+            idx.close()
+        _OPEN.clear()
+
+
+def build_paper_index(papers: Iterable[PaperDoc], *, settings: Settings | None = None, client: Any = None,
+                      index: PaperIndex | None = None, batch_size: int = 128, embed: Embedder | None = None) -> dict:
+    """Index papers for :func:`search_papers` (idempotent upsert, point id = uuid5 of paper_id).
+
+    ``papers``: :class:`PaperDoc` records (metadata-only papers have no ``sections``). Target: ``index``
+    if given, else ``client``'s ``papers`` collection, else the settings' store (Qdrant server when
+    ``NEUSYM_QDRANT_URL`` is set, else the edge shard ``$NEUSYM_HOME/papers_edge``). Encoding costs
+    about 1 + (number of abstract sentences) MiniLM passes per paper. Returns
+    ``{"papers", "with_body", "seconds"}``; raises ``ValueError`` for a paper without id or title.
+    ``embed`` replaces the MiniLM encoder (texts -> unit 384-d vectors), e.g. a caching one.
+    """
+    idx = index or _index_for(settings, client)
+    return idx.build(papers, batch_size=batch_size, embed=embed)
+
+
+def search_papers(query: str, *, venue: str | None = None, year: int | str | None = None, author: str | None = None,
+                  limit: int = 10, settings: Settings | None = None, client: Any = None,
+                  index: PaperIndex | None = None, config: SearchConfig | None = None) -> list[PaperHit]:
+    """Find the papers best matching a natural-language question or keywords, best first.
+
+    ``venue`` (e.g. "acl", case-insensitive conference abbreviation; "findings" selects Findings
+    volumes of any conference), ``year`` (int) and ``author``
+    (full name "Yang Liu" / "Liu, Yang" or last name "Liu", accent- and case-insensitive) are applied
+    inside Qdrant as payload filters, so every hit satisfies them. ``limit`` >= 1 hits are returned
+    (fewer if fewer papers match). Each :class:`PaperHit` carries the fused score (a weighted sum of
+    per-view z-scores; comparable within one query only) and the abstract sentence closest to the query.
+    Store selection as in :func:`build_paper_index`; an index that does not exist yet gives ``[]``.
+    Raises ``ValueError`` for an empty query, a non-positive limit or a non-integer year.
+    """
+    idx = index or _index_for(settings, client)
+    return idx.search(query, venue=venue, year=year, author=author, limit=limit, config=config)

@@ -1,0 +1,227 @@
+"""Paper-level search (neusym.search) on real ACL Anthology records, metadata only.
+
+One embedded (qdrant-edge) index per module: the first 40 papers of ACL 2024 (real XML fixture) and the
+papers the questions are about, plus
+the Findings 2024 and EMNLP 2023 subsets, so venues and years differ.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from neusym.ids import paper_id_for
+from neusym.search import (
+    PaperDoc,
+    PaperHit,
+    PaperIndex,
+    SearchConfig,
+    author_keys,
+    build_paper_index,
+    normalize_person,
+    paper_tokens,
+    point_id_for_paper,
+    search_papers,
+    split_sentences,
+    strip_question,
+)
+from neusym.sources.acl_source import parse_acl_collection
+
+N_ACL = 40
+_VECTORS: dict[str, list[float]] = {}
+
+
+def memo_embed(texts: list[str]) -> list[list[float]]:
+    """Real all-MiniLM-L6-v2 vectors, each text encoded once per test session (keeps the module fast)."""
+    from neusym.search import _dense
+
+    missing = sorted({t for t in texts if t not in _VECTORS})
+    for t, v in zip(missing, _dense(missing)):
+        _VECTORS[t] = v
+    return [_VECTORS[t] for t in texts]
+TARGETS = {"2024.acl-long.1", "2024.acl-long.65", "2024.acl-long.77", "2024.acl-long.93", "2024.acl-long.101",
+           "2024.acl-long.109"}
+
+
+@pytest.fixture(scope="module")
+def papers(repo_root):
+    acl = repo_root / "tests" / "fixtures" / "acl"
+    acl2024 = parse_acl_collection(acl / "2024.acl.xml")
+    records = acl2024[:N_ACL] + [p for p in acl2024[N_ACL:] if p.anthology_id in TARGETS]
+    records += parse_acl_collection(acl / "2024.findings.subset.xml")
+    records += parse_acl_collection(acl / "2023.emnlp.subset.xml")
+    return [PaperDoc.from_source(p) for p in records]
+
+
+@pytest.fixture(scope="module")
+def index(papers, tmp_path_factory):
+    idx = PaperIndex(path=tmp_path_factory.mktemp("papers") / "papers_edge")
+    stats = build_paper_index(papers, index=idx, embed=memo_embed)
+    assert stats["papers"] == len(papers)
+    yield idx
+    idx.close()
+
+
+# Paraphrased questions (no title words copied verbatim where avoidable) -> anthology id.
+QUESTIONS = {
+    "Is there any paper that reduces the memory needed to fine-tune a 4-bit LLM by training a small network "
+    "alongside the frozen model?": "2024.acl-long.1",
+    "Which paper first surveys the literature on step-by-step reasoning prompts for LLMs?": "2024.acl-long.65",
+    "How can an LLM keep its old abilities during continual learning when the original training data is "
+    "unavailable, by generating its own replay examples?": "2024.acl-long.77",
+    "What paper replaces the cosine objective when training text embeddings for semantic similarity, since "
+    "cosine saturates and its gradients vanish?":
+        "2024.acl-long.101",
+    "I'm looking for a benchmark for instruction-following models that listen to sounds, speech and music.":
+        "2024.acl-long.109",
+}
+
+
+@pytest.mark.parametrize("question,anthology_id", list(QUESTIONS.items()))
+def test_paraphrased_questions_rank_first(index, question, anthology_id):
+    hits = index.search(question, limit=5)
+    assert hits, question
+    assert hits[0].anthology_id == anthology_id, [h.title for h in hits]
+    assert hits[0].snippet  # the best-matching abstract sentence
+
+
+def test_snippet_is_a_sentence_of_the_abstract(index, papers):
+    by_id = {p.anthology_id: p for p in papers}
+    hit = index.search("benchmark for audio-language models that answer open-ended questions about audio", limit=1)[0]
+    assert hit.snippet in by_id[hit.anthology_id].abstract
+
+
+def test_venue_and_year_filters_are_honoured(index):
+    hits = index.search("large language models", venue="EMNLP", limit=10)
+    assert hits and all(h.venue == "emnlp" for h in hits)
+    hits = index.search("large language models", year=2023, limit=10)
+    assert hits and all(h.year == 2023 for h in hits)
+    hits = index.search("few-shot entity extraction", venue="eacl", year="2024", limit=10)
+    assert hits and all(h.venue == "eacl" and h.year == 2024 for h in hits)
+    assert index.search("large language models", venue="acl", year=2023, limit=10) == []
+
+
+def test_author_filter_full_name_and_last_name(index, papers):
+    target = next(p for p in papers if p.anthology_id == "2024.acl-long.1")
+    full = target.authors[0]                      # "Zhengxin Zhang"
+    last = full.split()[-1]
+    hits = index.search("tuning quantized language models", author=full, limit=10)
+    assert hits and hits[0].anthology_id == "2024.acl-long.1"
+    assert all(normalize_person(full) in [normalize_person(a) for a in h.authors] for h in hits)
+    by_last = index.search("language models", author=last.upper(), limit=10)
+    assert by_last and all(any(normalize_person(a).split()[-1] == last.lower() for a in h.authors) for h in by_last)
+    assert len(by_last) >= len(hits)
+    # "Last, First" form and accents are normalized
+    assert normalize_person("Zhang, Zhengxin") == "zhengxin zhang"
+    assert "muller" in author_keys(["Thomas Müller"])
+
+
+def test_metadata_only_papers_and_missing_abstract(tmp_path):
+    """A record with a title only (no abstract, no PDF) is indexed and findable; ids follow ids.py."""
+    docs = [
+        PaperDoc(paper_id=paper_id_for("Graph Neural Networks for Protein Folding", ""),
+                 title="Graph Neural Networks for Protein Folding", venue="ACL", year=2024, authors=["Ada Lovelace"]),
+        PaperDoc(paper_id=paper_id_for("Speech Recognition for Low-Resource Dialects", ""),
+                 title="Speech Recognition for Low-Resource Dialects",
+                 abstract="We build an ASR system for dialects with little data. It uses self-training.",
+                 venue="EMNLP", year=2023, authors=["Alan Turing"]),
+    ]
+    with PaperIndex(path=tmp_path / "edge") as idx:
+        idx.build(docs)
+        hits = idx.search("Which paper applies GNNs to predict how proteins fold?", limit=2)
+        assert hits[0].paper_id == docs[0].paper_id
+        assert hits[0].snippet == docs[0].title
+        assert idx.search("speech", author="turing")[0].title == docs[1].title
+
+
+def test_full_text_sections_are_used_when_present(tmp_path):
+    body = ("We also evaluate on the Kalamang language. Our tokenizer merges rare morphemes. "
+            "Results on Kalamang show a large gain from morpheme-aware merging.")
+    docs = [
+        PaperDoc(paper_id="p-a", title="A Study of Subword Tokenizers", abstract="We compare tokenizers.",
+                 venue="acl", year=2024, sections=[body]),
+        PaperDoc(paper_id="p-b", title="A Study of Subword Units", abstract="We compare subword units.",
+                 venue="acl", year=2024),
+    ]
+    with PaperIndex(path=tmp_path / "edge") as idx:
+        stats = idx.build(docs)
+        assert stats["with_body"] == 1
+        hits = idx.search("tokenizer results on Kalamang", limit=2)
+        assert hits[0].paper_id == "p-a"
+
+
+def test_reindexing_is_idempotent(index, papers):
+    before = index.count()
+    assert before == len(papers)
+    index.build(papers[:5], embed=memo_embed)
+    assert index.count() == before
+    assert point_id_for_paper(papers[0].paper_id) == point_id_for_paper(papers[0].paper_id)
+
+
+def test_hit_json_shape(index):
+    hits = index.search("Is there any paper on cognitive reframing with LLMs for psychotherapy?", limit=3)
+    assert hits and all(isinstance(h, PaperHit) for h in hits)
+    payload = json.loads(json.dumps([h.to_dict() for h in hits]))
+    assert set(payload[0]) >= {"paper_id", "title", "venue", "year", "authors", "score", "snippet"}
+    assert isinstance(payload[0]["authors"], list) and isinstance(payload[0]["score"], float)
+    assert [p["score"] for p in payload] == sorted((p["score"] for p in payload), reverse=True)
+    assert payload[0]["title"].startswith("HealMe")
+
+
+def test_baseline_configs_run(index):
+    rrf = SearchConfig(weights={"bm25_basic": 1.0, "minilm": 1.0}, fusion="rrf", strip_scaffold=False)
+    assert index.search("quantized side tuning", limit=3, config=rrf)[0].anthology_id == "2024.acl-long.1"
+
+
+def test_search_papers_module_api_uses_settings_home(tmp_path, papers):
+    from neusym.search import close_paper_indexes
+    from neusym.settings import Settings
+
+    settings = Settings(home=tmp_path / "home")
+    try:
+        assert search_papers("anything", settings=settings) == []
+        build_paper_index(papers[:3], settings=settings, embed=memo_embed)
+        hits = search_papers(papers[1].title, settings=settings, limit=1)
+        assert hits[0].paper_id == papers[1].paper_id
+        assert (tmp_path / "home" / "papers_edge").is_dir()
+    finally:
+        close_paper_indexes()
+
+
+def test_client_backend_local_mode(papers):
+    """The qdrant-client code path (used with NEUSYM_QDRANT_URL) gives the same hits on a small set."""
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(location=":memory:")
+    idx = PaperIndex(client=client)
+    subset = papers[:15] + [p for p in papers if p.anthology_id == "2024.acl-long.65"]
+    idx.build(subset, embed=memo_embed)
+    assert idx.count() == 16
+    q = "Which paper first surveys the literature on step-by-step reasoning prompts for LLMs?"
+    hits = idx.search(q, limit=3, venue="ACL", author="Chu")
+    assert hits and hits[0].anthology_id == "2024.acl-long.65"
+    client.close()
+
+
+def test_query_processing_and_analyzer():
+    assert strip_question("Is there any paper that performs adversarial training on frame level?") == \
+        "performs adversarial training on frame level"
+    assert strip_question("Which paper first used LLMs to name affected packages?") == "used LLMs to name affected packages"
+    assert strip_question("I'm looking for work on dialect translation") == "dialect translation"
+    assert strip_question("Has anyone studied euphemisms?") == "studied euphemisms"
+    assert strip_question("Is there?") == "Is there"
+    toks = paper_tokens("Chain-of-thought prompting of LLMs")
+    assert {"chain", "thought", "llm"} <= set(toks)
+    assert set(paper_tokens("chain of thought")) <= set(toks)
+    assert split_sentences("First sentence here. Second one is also long enough.") == [
+        "First sentence here.", "Second one is also long enough."]
+
+
+def test_bad_arguments(index):
+    with pytest.raises(ValueError):
+        index.search("  ")
+    with pytest.raises(ValueError):
+        index.search("x", limit=0)
+    with pytest.raises(ValueError):
+        index.search("x", year="twenty")
