@@ -13,7 +13,7 @@ export AIRFLOW__CORE__PARALLELISM := 2
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-DEMO_QUESTION ?= How many tables and how many figures does the SPECTER paper have?
+DEMO_QUESTION ?= How many pages does the LongEval paper have?
 
 .PHONY: install demo test test-fast clean
 
