@@ -93,19 +93,19 @@ def corpus_refresh():
 
         return encode_stage(parsed, Settings()).model_dump()
 
-    @task
+    @task(trigger_rule="none_failed")  # also runs when no PDF needed parsing (metadata-only crawl)
     def materialize(parsed: list[dict]) -> dict:
         from neusym.pipeline import materialize_stage
 
-        report = materialize_stage(list(parsed), Settings())
+        report = materialize_stage(list(parsed or []), Settings())
         return {"papers_loaded": report.papers_loaded, "quarantined": report.quarantined,
                 "row_counts": report.row_counts}
 
-    @task(outlets=[CORPUS_ASSET])
+    @task(outlets=[CORPUS_ASSET], trigger_rule="none_failed")
     def publish_vectors(encoded: list[dict]) -> dict:
         from neusym.pipeline import publish_stage
 
-        return publish_stage(list(encoded), Settings()).model_dump()
+        return publish_stage(list(encoded or []), Settings()).model_dump()
 
     jobs = load_metadata(crawl.expand(spec=sources()))
     items = collect(discover(), download.expand(job=jobs))

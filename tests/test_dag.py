@@ -64,3 +64,37 @@ def test_dag_run_builds_the_same_corpus_as_the_cli(tmp_path, ingested):
     assert run2.returncode == 0, run2.stdout[-3000:] + run2.stderr[-3000:]
     assert db_fingerprint(dag_settings.db_path) == db_fingerprint(cli_settings.db_path)
     assert point_ids(dag_settings) == point_ids(cli_settings)
+
+
+def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
+    """The crawl branch: mapped crawl task -> load_metadata -> (no PDFs) -> materialize publishes the snapshot."""
+    home = tmp_path / "home"
+    env = dict(
+        os.environ,
+        AIRFLOW_HOME=str(tmp_path / "airflow"),
+        AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        NEUSYM_HOME=str(home),
+        NEUSYM_PDF_DIRS="[]",
+        NEUSYM_CRAWL_DOWNLOAD="false",
+    )
+    airflow = Path(sys.executable).parent / "airflow"
+    subprocess.run([str(airflow), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    conf = {"sources": [{"source": "acl", "paths": [str(REPO / "tests/fixtures/acl/2024.acl.xml")], "volumes": ["long"]}]}
+    run = subprocess.run([str(airflow), "dags", "test", "corpus_refresh", "-c", json.dumps(conf)], env=env,
+                         capture_output=True, text=True, timeout=900)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-3000:]
+    assert re.search(r"DagRun Finished: dag_id=corpus_refresh.*state=success", log)
+    ended = {t for t, _ in re.findall(r"end task task_id=(\w+) map_index=(-?\d+)", log)}
+    assert {"crawl", "load_metadata", "materialize", "publish_vectors"} <= ended
+    from neusym.snapshot import current_snapshot
+    import duckdb
+
+    con = duckdb.connect(str(current_snapshot(Settings(home=home))), read_only=True)
+    try:
+        # the fixture's 2024.acl "long" volume lists 864 papers (counted in the XML)
+        assert con.execute("SELECT count(*), count(num_pages) FROM metadata").fetchone() == (864, 0)
+        assert con.execute("SELECT last_error FROM crawl_state").fetchall() == [(None,)]
+    finally:
+        con.close()
