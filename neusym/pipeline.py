@@ -14,6 +14,7 @@ re-published again, and re-loading it writes identical rows.
 from __future__ import annotations
 
 import hashlib
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Literal
@@ -210,8 +211,6 @@ def encode_stage(parsed: ParseResult | dict, settings: Settings) -> EncodeResult
                                    avg_len=settings.bm25_avg_doc_tokens) for c in cells]
     dense = dense_vectors([c.text for c in cells], batch_size=settings.dense_batch_size)
     out.parent.mkdir(parents=True, exist_ok=True)
-    import tempfile
-
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{parsed.pdf_sha256}."))
     bm25_rows = [dict(b, indices=i, values=v) for b, (i, v) in zip(base, sparse) if i]
     pq.write_table(pa.Table.from_pylist(bm25_rows, schema=pa.schema(
@@ -251,15 +250,15 @@ def publish_stage(encoded: list[EncodeResult | dict], settings: Settings) -> Pub
     results = [EncodeResult.model_validate(e) for e in encoded]
     results = [r for r in results if r.status != "skipped" and r.vectors_dir]
     chosen = {read_manifest(d)["pdf_sha256"] for d in select_staged([parsed_dir(settings, r.pdf_sha256) for r in results])}
-    report = PublishReport(upserted={c: 0 for c in (BM25_COLLECTION, DENSE_COLLECTION)},
-                           deleted={c: 0 for c in (BM25_COLLECTION, DENSE_COLLECTION)})
+    collections = (BM25_COLLECTION, DENSE_COLLECTION)
+    report = PublishReport(upserted=dict.fromkeys(collections, 0), deleted=dict.fromkeys(collections, 0))
     with VectorStore(settings) as store:
         store.ensure_collections()
         for r in results:
             if r.pdf_sha256 not in chosen:
                 continue
             changed = False
-            for collection in (BM25_COLLECTION, DENSE_COLLECTION):
+            for collection in collections:
                 rows = pq.read_table(Path(r.vectors_dir) / f"{collection}.parquet").to_pylist()
                 ids, versions = store.paper_state(collection, r.paper_id)
                 if ids == {x["point_id"] for x in rows} and versions <= {(r.pdf_sha256, ENCODER_VERSION)}:
@@ -272,7 +271,7 @@ def publish_stage(encoded: list[EncodeResult | dict], settings: Settings) -> Pub
                 report.papers_published += 1
             else:
                 report.papers_unchanged += 1
-        report.point_counts = {c: store.count(c) for c in (BM25_COLLECTION, DENSE_COLLECTION)}
+        report.point_counts = {c: store.count(c) for c in collections}
     return report
 
 

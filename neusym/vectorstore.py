@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from qdrant_client import QdrantClient, models
 
@@ -291,8 +291,3 @@ def batches_from_rows(rows: Sequence[dict], collection: str) -> PointBatch:
     if collection == BM25_COLLECTION:
         return PointBatch(collection, ids, payloads, sparse=[(list(r["indices"]), list(r["values"])) for r in rows])
     return PointBatch(collection, ids, payloads, dense=[list(r["dense"]) for r in rows])
-
-
-def iter_collections() -> Iterable[str]:
-    """Names of the text collections, BM25 first."""
-    return iter(COLLECTIONS)
