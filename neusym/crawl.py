@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import duckdb
+import pyarrow as pa
 import requests
 from pydantic import BaseModel, Field
 
@@ -211,6 +212,44 @@ def _existing_ids(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, str], dict[
     return by_key, by_title
 
 
+_META_COLS = ("title", "abstract", "authors", "conference_full", "conference_abbreviation", "pub_year", "volume",
+              "download_url", "bibtex")
+_META_ARROW = pa.schema([
+    ("paper_id", pa.string()), ("title", pa.string()), ("abstract", pa.string()), ("authors", pa.list_(pa.string())),
+    ("conference_full", pa.string()), ("conference_abbreviation", pa.string()), ("pub_year", pa.int32()),
+    ("volume", pa.string()), ("download_url", pa.string()), ("bibtex", pa.string()), ("airqa_paper_id", pa.string()),
+])
+_PROV_ARROW = pa.schema([
+    ("source", pa.string()), ("external_id", pa.string()), ("ref_paper_id", pa.string()), ("version", pa.string()),
+    ("arxiv_id", pa.string()), ("openreview_id", pa.string()), ("anthology_id", pa.string()), ("doi", pa.string()),
+    ("pdf_url", pa.string()), ("updated", pa.timestamp("us")), ("fetched_at", pa.timestamp("us")),
+])
+
+
+def _bulk_upsert(con: duckdb.DuckDBPyConnection) -> None:
+    """Upsert the registered Arrow tables ``crawl_metadata`` / ``crawl_provenance`` (one statement each).
+
+    Known papers keep a field when the crawl has no value for it (``coalesce(new, old)``); new papers
+    are inserted; provenance rows replace the row with the same (source, external_id).
+    """
+    sets = ", ".join(f"{c} = coalesce(c.{c}, metadata.{c})" for c in _META_COLS if c != "authors")
+    con.execute(f"""
+        UPDATE metadata SET {sets},
+               authors = CASE WHEN len(c.authors) > 0 THEN c.authors ELSE metadata.authors END,
+               airqa_paper_id = c.airqa_paper_id::UUID
+        FROM crawl_metadata c WHERE metadata.paper_id = c.paper_id::UUID""")
+    cols = ", ".join(_META_COLS)
+    con.execute(f"""
+        INSERT INTO metadata (paper_id, {cols}, airqa_paper_id)
+        SELECT c.paper_id::UUID, {", ".join("c." + x for x in _META_COLS)}, c.airqa_paper_id::UUID
+        FROM crawl_metadata c ANTI JOIN metadata m ON m.paper_id = c.paper_id::UUID""")
+    con.execute("""
+        INSERT OR REPLACE INTO provenance
+        SELECT source, external_id, ref_paper_id::UUID, version, arxiv_id, openreview_id, anthology_id, doi,
+               pdf_url, updated, fetched_at
+        FROM crawl_provenance""")
+
+
 def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, download: bool | None = None) -> LoadCrawlReport:
     """Upsert the staged crawl records into ``metadata``/``provenance`` and advance watermarks, atomically.
 
@@ -233,50 +272,53 @@ def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, d
     try:
         create_schema(con)
         by_key, by_title = _existing_ids(con)
+        existing = {pid for (pid,) in con.execute("SELECT paper_id::VARCHAR FROM metadata").fetchall()}
         downloaded = {u for (u,) in con.execute("SELECT download_url FROM downloads").fetchall()}
+        rows: dict[str, dict[str, Any]] = {}  # paper_id -> metadata row of this load
+        prov: dict[tuple[str, str], dict[str, Any]] = {}  # (source, external_id) -> provenance row
+        claimed: dict[str, str | None] = {}  # paper_id -> first-author surname of the group that took it
+        for group in groups:
+            meta = merged_metadata(group)
+            surname = first_author_surname(meta["authors"])
+            pid = next((by_key[k] for p in group for k in id_keys(p) if k in by_key), None)
+            pid = pid or by_title.get(normalize_title(meta["title"]))
+            if pid and pid in claimed and claimed[pid] != surname:
+                pid = None  # same title, different authors: a different work
+            if pid is None:
+                pid = paper_id_for(meta["title"], "")
+                if pid in claimed and claimed[pid] != surname:
+                    first = group[0]
+                    pid = str(uuid.uuid5(PAPER_NS, f"{first.source}:{first.external_id}"))
+            claimed.setdefault(pid, surname)
+            by_title.setdefault(normalize_title(meta["title"]), pid)
+            row = {c: meta[c] or None for c in _META_COLS}
+            row["authors"] = list(meta["authors"] or [])
+            row["airqa_paper_id"] = airqa_paper_id(meta["title"], meta["conference_abbreviation"], meta["pub_year"])
+            if pid in existing or pid in rows:
+                report.papers_known += 1
+            else:
+                report.papers_new += 1
+            if pid in rows:  # a second group resolved to the same paper: its non-empty fields win
+                prev = rows[pid]
+                row = {c: prev[c] if row[c] is None or (c == "authors" and not row[c]) else row[c] for c in row}
+            rows[pid] = {"paper_id": pid, **row}
+            for r in provenance_rows(group):
+                prov[(r["source"], r["external_id"])] = {
+                    **r, "ref_paper_id": pid, "fetched_at": now,
+                    "updated": r["updated"].astimezone(timezone.utc).replace(tzinfo=None) if r["updated"] else None,
+                }
+                report.provenance_rows += 1
+            url = meta["download_url"]
+            if download and url and url not in downloaded:
+                report.downloads.append(DownloadJob(paper_id=pid, download_url=url))
+                downloaded.add(url)
+        meta_table = pa.Table.from_pylist(list(rows.values()), schema=_META_ARROW)
+        prov_table = pa.Table.from_pylist(list(prov.values()), schema=_PROV_ARROW)
+        con.register("crawl_metadata", meta_table)
+        con.register("crawl_provenance", prov_table)
         con.execute("BEGIN TRANSACTION")
         try:
-            claimed: dict[str, str | None] = {}  # paper_id -> first-author surname of the group that took it
-            for group in groups:
-                meta = merged_metadata(group)
-                surname = first_author_surname(meta["authors"])
-                pid = next((by_key[k] for p in group for k in id_keys(p) if k in by_key), None)
-                pid = pid or by_title.get(normalize_title(meta["title"]))
-                if pid and pid in claimed and claimed[pid] != surname:
-                    pid = None  # same title, different authors: a different work
-                known = pid is not None
-                if pid is None:
-                    pid = paper_id_for(meta["title"], "")
-                    if pid in claimed and claimed[pid] != surname:
-                        first = group[0]
-                        pid = str(uuid.uuid5(PAPER_NS, f"{first.source}:{first.external_id}"))
-                claimed.setdefault(pid, surname)
-                by_title.setdefault(normalize_title(meta["title"]), pid)
-                aid = airqa_paper_id(meta["title"], meta["conference_abbreviation"], meta["pub_year"])
-                cols = ["title", "abstract", "authors", "conference_full", "conference_abbreviation", "pub_year",
-                        "volume", "download_url", "bibtex"]
-                if known and con.execute("SELECT count(*) FROM metadata WHERE paper_id = ?", [pid]).fetchone()[0]:
-                    sets = ", ".join(f"{c} = coalesce(?, {c})" for c in cols)
-                    con.execute(f"UPDATE metadata SET {sets}, airqa_paper_id = ? WHERE paper_id = ?",
-                                [meta[c] or None for c in cols] + [aid, pid])
-                    report.papers_known += 1
-                else:
-                    con.execute(f"INSERT INTO metadata (paper_id, {', '.join(cols)}, airqa_paper_id) "
-                                f"VALUES (?, {', '.join('?' * len(cols))}, ?)",
-                                [pid] + [meta[c] for c in cols] + [aid])
-                    report.papers_new += 1
-                for row in provenance_rows(group):
-                    con.execute(
-                        "INSERT OR REPLACE INTO provenance VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [row["source"], row["external_id"], pid, row["version"], row["arxiv_id"],
-                         row["openreview_id"], row["anthology_id"], row["doi"], row["pdf_url"],
-                         row["updated"].astimezone(timezone.utc).replace(tzinfo=None) if row["updated"] else None, now],
-                    )
-                    report.provenance_rows += 1
-                url = meta["download_url"]
-                if download and url and url not in downloaded:
-                    report.downloads.append(DownloadJob(paper_id=pid, download_url=url))
-                    downloaded.add(url)
+            _bulk_upsert(con)
             for r in results:
                 if r.status == "ok":
                     con.execute(

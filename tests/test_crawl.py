@@ -50,6 +50,7 @@ class Server:
         self.pdf_for = pdf_for
         self.requests: list[tuple[str, str | None]] = []
         self.truncate_once: set[str] = set()
+        self.routes: dict[str, object] = {}  # path without query -> () -> (status, body, content type)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -58,6 +59,9 @@ class Server:
 
             def do_GET(self):
                 outer.requests.append((self.path, self.headers.get("Range")))
+                route = outer.routes.get(self.path.split("?")[0])
+                if route:
+                    return self._send(*route())
                 if self.path.startswith("/xml/"):
                     return self._send(200, (FIXTURES / "acl" / self.path[5:]).read_bytes(), "application/xml")
                 if self.path.startswith("/arxiv"):
@@ -205,3 +209,68 @@ def test_download_failures_are_reported_not_raised(tmp_path, server):
     too_big = download_stage(DownloadJob(paper_id="p", download_url=f"{server.url}/acl/{big}.pdf"), settings)
     assert too_big.status == "failed" and "larger than" in too_big.error
     assert not any((tmp_path / "pdfs").rglob("*.pdf"))  # nothing half-downloaded is left as a PDF
+
+
+ARXIV_V1 = FIXTURES / "arxiv" / "id_2104.12255v1_s0_m100_6ae69987ffe1.json"
+
+
+def test_new_arxiv_version_reparses_that_paper_only(tmp_path, server):
+    """A new arXiv version (new <updated>, new PDF URL, changed PDF) re-downloads and re-parses that
+    paper only; the other papers of the corpus do no work and keep their rows."""
+    import json
+
+    import pymupdf
+
+    real = json.loads(ARXIV_V1.read_text())["body"]  # the real recorded feed of 2104.12255v1
+    assert "https://arxiv.org/pdf/2104.12255v1" in real
+    # CONSTRUCTED v2 feed: the real entry with its id, PDF link and <updated> moved to a later version
+    v2 = real.replace("2104.12255v1", "2104.12255v2").replace(
+        "<updated>2021-04-20T16:07:14Z</updated>", "<updated>2021-05-02T09:00:00Z</updated>")
+    feed = {"body": real}
+    server.routes["/api/query"] = lambda: (200, feed["body"].encode(), "application/atom+xml")
+    # the versions' PDFs: v1 = the real 3-page RAG excerpt, v2 = its first two pages (a changed PDF)
+    v1_pdf = FIXTURES / "arxiv2005.11401_RAG_first3pages_NeuSymRAG-test_pdf.pdf"
+    v2_pdf = tmp_path / "v2.pdf"
+    with pymupdf.open(v1_pdf) as doc:
+        doc.select([0, 1])
+        doc.save(v2_pdf)
+    server.routes["/pdf/2104.12255v1"] = lambda: (200, v1_pdf.read_bytes(), "application/pdf")
+    server.routes["/pdf/2104.12255v2"] = lambda: (200, v2_pdf.read_bytes(), "application/pdf")
+    home = tmp_path / "home"
+    settings = Settings(home=home, source_retries=0, arxiv_delay_s=0, arxiv_api_url=server.url + "/api/query",
+                        pdf_mirrors={"https://arxiv.org/pdf/": server.url + "/pdf/"})
+    local = [SAMPLES / "eacl2023_2023.eacl-main.121_LongEval.pdf"]
+    spec = {"source": "arxiv", "id_list": ["2104.12255"]}
+
+    first = ingest(local, settings, crawl_specs=[spec])
+    assert [d["status"] for d in first.downloads] == ["downloaded"]
+    assert sorted(r.status for r in first.parsed) == ["parsed", "parsed"]
+    arxiv_pid = first.downloads[0]["paper_id"]
+    other_before = fetch_all(settings.db_path, "SELECT * FROM chunks WHERE ref_paper_id <> ? ORDER BY chunk_id",
+                             [arxiv_pid])
+    assert fetch_all(settings.db_path, "SELECT num_pages FROM metadata WHERE paper_id = ?", [arxiv_pid]) == [(3,)]
+
+    # nothing new: the feed is read again, no download, no parse
+    server.requests.clear()
+    same = ingest(local, settings, crawl_specs=[spec])
+    assert same.downloads == [] and [r.status for r in same.parsed] == ["reused"]
+    assert [p for p, _ in server.requests if p.startswith("/pdf/")] == []
+
+    # v2 appears
+    feed["body"] = v2
+    server.requests.clear()
+    newer = ingest(local, settings, crawl_specs=[spec])
+    assert [(d["status"], d["paper_id"]) for d in newer.downloads] == [("downloaded", arxiv_pid)]
+    assert [p for p, _ in server.requests if p.startswith("/pdf/")] == ["/pdf/2104.12255v2"]
+    statuses = {r.paper_id: r.status for r in newer.parsed}
+    assert statuses[arxiv_pid] == "parsed"
+    assert [s for pid, s in statuses.items() if pid != arxiv_pid] == ["reused"]
+    # same paper id, now the 2-page v2 PDF; one provenance row carrying the new version
+    assert fetch_all(settings.db_path, "SELECT num_pages, pdf_sha256 FROM metadata WHERE paper_id = ?", [arxiv_pid]) == [
+        (2, hashlib.sha256(v2_pdf.read_bytes()).hexdigest())]
+    assert fetch_all(settings.db_path, "SELECT max(page_number) FROM pages WHERE ref_paper_id = ?", [arxiv_pid]) == [(2,)]
+    assert fetch_all(settings.db_path, "SELECT external_id, version FROM provenance") == [("2104.12255", "v2")]
+    assert fetch_all(settings.db_path, "SELECT count(*) FROM metadata")[0][0] == 2
+    # the other paper's rows are untouched
+    assert fetch_all(settings.db_path, "SELECT * FROM chunks WHERE ref_paper_id <> ? ORDER BY chunk_id",
+                     [arxiv_pid]) == other_before
