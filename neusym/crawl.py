@@ -172,7 +172,8 @@ def fetch(spec: CrawlSpec, settings: Settings, since: datetime | None) -> tuple[
         raise SourceError("acl", "<config>", "paths (collection XML files, directories or URLs) are required")
     # a whole collection re-reads in well under a second: no watermark filtering, upserts are idempotent
     return fetch_acl(spec.paths, volumes=set(spec.volumes) or None, collections=set(spec.collections) or None,
-                     backoff_seconds=settings.source_backoff_s, **common)
+                     backoff_seconds=settings.source_backoff_s, cache_dir=settings.staging_dir / "http-cache",
+                     **common)
 
 
 def crawl_stage(spec: CrawlSpec | dict, settings: Settings) -> CrawlResult:

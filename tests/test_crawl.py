@@ -50,6 +50,7 @@ class Server:
         self.pdf_for = pdf_for
         self.requests: list[tuple[str, str | None]] = []
         self.truncate_once: set[str] = set()
+        self.not_modified = 0  # 304 answers given
         self.routes: dict[str, object] = {}  # path without query -> () -> (status, body, content type)
         outer = self
 
@@ -62,8 +63,22 @@ class Server:
                 route = outer.routes.get(self.path.split("?")[0])
                 if route:
                     return self._send(*route())
-                if self.path.startswith("/xml/"):
-                    return self._send(200, (FIXTURES / "acl" / self.path[5:]).read_bytes(), "application/xml")
+                if self.path.startswith("/xml/"):  # with an ETag, answering conditional GETs like GitHub does
+                    body = (FIXTURES / "acl" / self.path[5:]).read_bytes()
+                    etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+                    if self.headers.get("If-None-Match") == etag:
+                        outer.not_modified += 1
+                        self.send_response(304)
+                        self.send_header("ETag", etag)
+                        self.end_headers()
+                        return
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("ETag", etag)
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
                 if self.path.startswith("/arxiv"):
                     return self._send(503, b"busy", "text/plain")
                 if self.path.startswith("/acl/") and self.path.endswith(".pdf"):
@@ -177,10 +192,13 @@ def test_crawl_downloads_parses_new_pdfs_once(tmp_path, server):
         assert pages and sha == dl_sha == served[aid]
     chunks = fetch_all(settings.db_path, "SELECT count(DISTINCT ref_paper_id) FROM chunks")[0][0]
     assert chunks == 6
-    # second run: only the collection XML is requested; nothing is downloaded or parsed again
+    # second run: one conditional request for the collection XML, answered 304 Not Modified;
+    # nothing is downloaded or parsed again and the database is unchanged
+    before = fetch_all(settings.db_path, "SELECT * FROM metadata ORDER BY paper_id")
     server.requests.clear()
     again = ingest([], settings, crawl_specs=[spec])
-    assert server.requests == [("/xml/2024.acl.xml", None)]
+    assert server.requests == [("/xml/2024.acl.xml", None)] and server.not_modified == 1
+    assert fetch_all(settings.db_path, "SELECT * FROM metadata ORDER BY paper_id") == before
     assert again.downloads == [] and again.parsed == []
 
 

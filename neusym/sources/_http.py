@@ -7,9 +7,13 @@ Nothing here talks to a particular service; ``arxiv_source``, ``openreview_sourc
 from __future__ import annotations
 
 import email.utils
+import hashlib
+import json
 import logging
+import os
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import requests
 from requests.adapters import HTTPAdapter
@@ -101,12 +105,16 @@ def get_bytes(
     num_retries: int,
     backoff_seconds: float,
     session: requests.Session | None = None,
+    cache_dir: Path | None = None,
 ) -> bytes:
     """GET ``url`` and return the whole body, retrying 429/5xx and transport failures.
 
     Inputs: ``source``/``record`` only name the request in errors; ``timeout`` per request in seconds;
-    up to ``num_retries`` retries, waiting :func:`retry_wait` between them.
-    Output: the response body (bytes) of a 200 answer.
+    up to ``num_retries`` retries, waiting :func:`retry_wait` between them. With ``cache_dir``, the
+    body and its validators (``ETag``, ``Last-Modified``) are kept there and the next GET is
+    conditional (``If-None-Match`` / ``If-Modified-Since``): a ``304 Not Modified`` answer returns
+    the cached body without transferring it again.
+    Output: the response body (bytes) of a 200 answer (or the cached body on 304).
     Errors: :class:`SourceError` for any other status (4xx at once, 429/5xx after the retries), or a
     transport failure (timeout, refused or dropped connection, body shorter than Content-Length)
     after the retries.
@@ -114,14 +122,25 @@ def get_bytes(
     if session is None:
         with requests.Session() as own:
             return get_bytes(url, source=source, record=record, timeout=timeout, num_retries=num_retries,
-                             backoff_seconds=backoff_seconds, session=own)
+                             backoff_seconds=backoff_seconds, session=own, cache_dir=cache_dir)
     sess = session
+    headers = {"User-Agent": "neusym-corpus-refresh"}
+    cached = _cache_lookup(cache_dir, url)
+    if cached:
+        if cached.get("etag"):
+            headers["If-None-Match"] = cached["etag"]
+        if cached.get("last_modified"):
+            headers["If-Modified-Since"] = cached["last_modified"]
     attempt = 0
     while True:
         retry_after = None
         try:
-            resp = sess.get(url, timeout=timeout, headers={"User-Agent": "neusym-corpus-refresh"})
+            resp = sess.get(url, timeout=timeout, headers=headers)
+            if resp.status_code == 304 and cached:
+                return Path(cached["body_file"]).read_bytes()
             if resp.status_code == 200:
+                if cache_dir is not None:
+                    _cache_store(cache_dir, url, resp)
                 return resp.content
             if resp.status_code not in RETRY_STATUSES:
                 raise SourceError(source, record, f"HTTP {resp.status_code} from {url}")
@@ -135,3 +154,41 @@ def get_bytes(
         wait = retry_wait(attempt, backoff_seconds, retry_after)
         log.warning("%s %s: %s; retry %d/%d in %.1fs", source, record, reason, attempt, num_retries, wait)
         sleep(wait)
+
+
+def _cache_key(url: str) -> str:
+    return hashlib.sha256(url.encode()).hexdigest()[:32]
+
+
+def _cache_lookup(cache_dir: Path | None, url: str) -> dict | None:
+    """The cached validators + body file of ``url`` (only when both files are intact), else None."""
+    if cache_dir is None:
+        return None
+    meta = Path(cache_dir) / f"{_cache_key(url)}.json"
+    try:
+        entry = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    body = Path(entry.get("body_file", ""))
+    if entry.get("url") != url or not body.is_file() or body.stat().st_size != entry.get("bytes"):
+        return None
+    return entry
+
+
+def _cache_store(cache_dir: Path, url: str, resp: requests.Response) -> None:
+    """Keep the body and validators of a 200 answer (body first, both renamed into place)."""
+    etag, modified = resp.headers.get("ETag"), resp.headers.get("Last-Modified")
+    if not etag and not modified:
+        return
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    key = _cache_key(url)
+    body = cache_dir / f"{key}.body"
+    tmp = body.with_suffix(".body.tmp")
+    tmp.write_bytes(resp.content)
+    os.replace(tmp, body)
+    meta = cache_dir / f"{key}.json"
+    tmp = meta.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"url": url, "etag": etag, "last_modified": modified, "body_file": str(body),
+                               "bytes": len(resp.content)}), encoding="utf-8")
+    os.replace(tmp, meta)

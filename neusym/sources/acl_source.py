@@ -372,6 +372,7 @@ def fetch_acl(
     num_retries: int = 3,
     backoff_seconds: float = 5.0,
     errors: list[SourceError] | None = None,
+    cache_dir: Path | None = None,
 ) -> tuple[list[SourcePaper], datetime | None]:
     """Read Anthology collection XML files from paths, directories or http(s) URLs.
 
@@ -380,7 +381,9 @@ def fetch_acl(
     of 429/5xx/transport failures, backoff ``backoff_seconds * 2**(n-1)``); ``collections`` keeps only
     these collection ids (file stems, e.g. ``{"2024.acl", "2024.findings"}``); ``volumes`` and
     ``since`` as in :func:`parse_acl_collection`; ``errors``: if a list, a failing file or bad paper
-    is appended there and the rest is still read, else the first failure raises.
+    is appended there and the rest is still read, else the first failure raises; ``cache_dir``: keep
+    downloaded files there and re-request them conditionally (ETag / Last-Modified), so an unchanged
+    collection costs one ``304 Not Modified`` answer.
 
     Output: ``(papers, watermark)``: papers of all files in order; ``watermark`` the latest ``updated``
     seen, or ``since`` when nothing newer was found.
@@ -393,7 +396,8 @@ def fetch_acl(
         try:
             if isinstance(item, str) and re.match(r"^https?://", item):
                 body = _http.get_bytes(item, source=SOURCE, record=item, timeout=timeout,
-                                       num_retries=num_retries, backoff_seconds=backoff_seconds)
+                                       num_retries=num_retries, backoff_seconds=backoff_seconds,
+                                       cache_dir=cache_dir)
                 found = parse_acl_collection(body, volumes=volumes, since=since, name=item, errors=errors)
             else:
                 found = parse_acl_collection(item, volumes=volumes, since=since, errors=errors)
