@@ -12,7 +12,7 @@ Parallel tasks only write per-item staging files under $NEUSYM_HOME/staging (and
 under $NEUSYM_HOME/pdfs); ``load_metadata``, ``materialize`` and ``publish_vectors`` are the only
 writers of corpus.duckdb and the vector store. A failing source is recorded in ``crawl_state`` and
 does not block the others. ``publish_vectors`` updates the ``neusym://corpus`` asset, so downstream
-DAGs are triggered by data, not by time.
+DAGs (``corpus_enrich``) are triggered by data, not by time.
 Run params: ``paths`` (PDF files/folders; default NEUSYM_PDF_DIRS) and ``sources`` (crawl specs;
 default NEUSYM_CRAWL_SOURCES).
 """
@@ -22,9 +22,10 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import Asset, Param, dag, get_current_context, task
 
+from neusym.assets import CORPUS_ASSET_URI
 from neusym.settings import Settings
 
-CORPUS_ASSET = Asset("neusym://corpus")
+CORPUS_ASSET = Asset(CORPUS_ASSET_URI)
 _settings = Settings()
 
 

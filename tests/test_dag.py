@@ -67,7 +67,16 @@ def test_dag_run_builds_the_same_corpus_as_the_cli(tmp_path, ingested):
 
 
 def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
-    """The crawl branch: mapped crawl task -> load_metadata -> (no PDFs) -> materialize publishes the snapshot."""
+    """The crawl branch: mapped crawl task -> load_metadata -> (no PDFs) -> materialize publishes the snapshot;
+    publish_vectors updates the neusym://corpus asset, which queues corpus_enrich, whose run then builds
+    the paper search index from the published snapshot."""
+    import sqlite3
+
+    import duckdb
+
+    from neusym.search import close_paper_indexes, search_papers
+    from neusym.snapshot import current_snapshot
+
     home = tmp_path / "home"
     env = dict(
         os.environ,
@@ -80,6 +89,10 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
     )
     airflow = Path(sys.executable).parent / "airflow"
     subprocess.run([str(airflow), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
+    # what the scheduler's DAG processor does: serialize both DAGs; the consumer is switched on
+    subprocess.run([str(airflow), "dags", "reserialize"], env=env, check=True, capture_output=True, timeout=300)
+    subprocess.run([str(airflow), "dags", "unpause", "corpus_enrich"], env=env, check=True, capture_output=True,
+                   timeout=120)
     conf = {"sources": [{"source": "acl", "paths": [str(REPO / "tests/fixtures/acl/2024.acl.xml")], "volumes": ["long"]}]}
     run = subprocess.run([str(airflow), "dags", "test", "corpus_refresh", "-c", json.dumps(conf)], env=env,
                          capture_output=True, text=True, timeout=900)
@@ -88,8 +101,6 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
     assert re.search(r"DagRun Finished: dag_id=corpus_refresh.*state=success", log)
     ended = {t for t, _ in re.findall(r"end task task_id=(\w+) map_index=(-?\d+)", log)}
     assert {"crawl", "load_metadata", "materialize", "publish_vectors"} <= ended
-    from neusym.snapshot import current_snapshot
-    import duckdb
 
     con = duckdb.connect(str(current_snapshot(Settings(home=home))), read_only=True)
     try:
@@ -98,3 +109,30 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
         assert con.execute("SELECT last_error FROM crawl_state").fetchall() == [(None,)]
     finally:
         con.close()
+
+    # data-triggered downstream: the asset event of publish_vectors queued a corpus_enrich run
+    meta = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
+    try:
+        events = meta.execute("SELECT a.uri, e.source_dag_id, e.source_task_id FROM asset_event e "
+                              "JOIN asset a ON a.id = e.asset_id").fetchall()
+        queued = meta.execute("SELECT target_dag_id FROM asset_dag_run_queue").fetchall()
+    finally:
+        meta.close()
+    assert events == [("neusym://corpus", "corpus_refresh", "publish_vectors")]
+    assert queued == [("corpus_enrich",)]
+
+    enrich = subprocess.run([str(airflow), "dags", "test", "corpus_enrich"], env=env, capture_output=True,
+                            text=True, timeout=900)
+    log = enrich.stdout + enrich.stderr
+    assert enrich.returncode == 0, log[-3000:]
+    assert re.search(r"DagRun Finished: dag_id=corpus_enrich.*state=success", log)
+    # the paper index now answers a question about one of the crawled (metadata-only) papers
+    settings = Settings(home=home)
+    try:
+        # (a paraphrase of the abstract of 2024.acl-long.101, "AoE: Angle-optimized Embeddings ...")
+        hits = search_papers("Is there a paper that avoids the saturation of the cosine objective when training "
+                             "sentence embeddings for semantic similarity?", settings=settings, limit=5)
+        assert [h.title for h in hits][:5].count("AoE: Angle-optimized Embeddings for Semantic Textual Similarity") == 1
+        assert all(h.year == 2024 for h in hits)
+    finally:
+        close_paper_indexes()
