@@ -40,9 +40,12 @@ thousand papers take milliseconds, an HNSW build took minutes.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 import threading
+import time
 import unicodedata
 import uuid
 from collections import Counter
@@ -50,6 +53,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+from pydantic import BaseModel
+
+from .errors import NeusymError
 from .encode import STOP_WORDS, _stemmer, _token_index, bm25_tokens
 from .ids import POINT_NS, paper_id_for
 from .settings import Settings, get_settings
@@ -106,6 +112,17 @@ class PaperDoc:
     tldr: str | None = None
     tags: Sequence[str] = ()
     sections: Sequence[str] = ()
+
+    def content_hash(self) -> str:
+        """sha256 hex of everything that goes into this paper's point (texts, filter fields) + INDEX_VERSION.
+
+        Stored in the point payload as ``content_hash``; :func:`sync_paper_index` re-encodes a paper
+        only when it changes.
+        """
+        data = [INDEX_VERSION, self.paper_id, self.title, self.abstract, self.venue, self.year,
+                list(self.authors or ()), self.volume, self.anthology_id, self.tldr, list(self.tags or ()),
+                list(self.sections or ())]
+        return hashlib.sha256(json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()
 
     @classmethod
     def from_source(cls, paper: Any, *, sections: Sequence[str] = (), tldr: str | None = None,
@@ -208,20 +225,20 @@ def sparse_query_vector(tokens: list[str]) -> tuple[list[int], list[float]]:
 
 _SCAFFOLD = re.compile(
     r"""^\s*(?:
-      (?:is|are)\s+there\s+(?:any|a|an|some)?\s*
+      (?:is|are)\s+there\s+(?:(?:any|an|a|some)\b)?\s*
         (?:(?:recent|existing|prior|published)\s+)?
-        (?:papers?|works?|stud(?:y|ies)|research|articles?|publications?|literature)?\s*
-        (?:that|which|where|who|on|about|for|in|with)?
-    | (?:which|what)\s+(?:papers?|works?|stud(?:y|ies)|research|articles?|publications?|methods?|approach(?:es)?)
-        (?:\s+(?:first|was\s+the\s+first\s+to|were\s+the\s+first\s+to|has\s+first|have\s+first))?
+        (?:(?:papers?|works?|stud(?:y|ies)|research|articles?|publications?|literature)\b)?\s*
+        (?:(?:that|which|where|who|on|about|for|in|with)\b)?
+    | (?:which|what)\s+(?:papers?|works?|stud(?:y|ies)|research|articles?|publications?|methods?|approach(?:es)?)\b
+        (?:\s+(?:first|was\s+the\s+first\s+to|were\s+the\s+first\s+to|has\s+first|have\s+first)\b)?
     | (?:i(?:'m|’m|\s+am)\s+)?(?:looking|searching)\s+for\s+(?:a\s+|an\s+|any\s+|some\s+)?
-        (?:papers?|works?|research|stud(?:y|ies)|articles?)?\s*(?:on|about|that|which|where)?
-    | (?:has|have)\s+(?:anyone|anybody|someone|researchers|people)
+        (?:(?:papers?|works?|research|stud(?:y|ies)|articles?)\b)?\s*(?:(?:on|about|that|which|where)\b)?
+    | (?:has|have)\s+(?:anyone|anybody|someone|researchers|people)\b
     | (?:can|could)\s+you\s+(?:find|recommend|suggest|show)\s+(?:me\s+)?(?:a\s+|the\s+|any\s+|some\s+)?
-        (?:papers?|works?|research|stud(?:y|ies))?\s*(?:that|on|about|which|where)?
+        (?:(?:papers?|works?|research|stud(?:y|ies))\b)?\s*(?:(?:that|on|about|which|where)\b)?
     | (?:find|show|recommend|suggest)\s+(?:me\s+)?(?:a\s+|the\s+|any\s+|some\s+)?
-        (?:papers?|works?|research|stud(?:y|ies))\s*(?:that|on|about|which|where)?
-    | (?:papers?|works?)\s+(?:on|about|that|which)
+        (?:papers?|works?|research|stud(?:y|ies))\b\s*(?:(?:that|on|about|which|where)\b)?
+    | (?:papers?|works?)\s+(?:on|about|that|which)\b
     )\s*""",
     re.IGNORECASE | re.VERBOSE,
 )
@@ -391,6 +408,7 @@ def encode_papers(papers: Sequence[PaperDoc], *, batch_size: int = 32, embed: Em
             "sentences": sentences,
             "has_body": bool(sections),
             "index_version": INDEX_VERSION,
+            "content_hash": p.content_hash(),
         }
         out.append(_Encoded(point_id_for_paper(p.paper_id), vectors, payload))
     texts = [t for _, _, t in dense_jobs]
@@ -440,18 +458,38 @@ _KEYWORD_FIELDS = ("kind", "paper_id", "venue", "author_keys", "volume")
 _INTEGER_FIELDS = ("year",)
 
 
+class IndexBusyError(NeusymError):
+    """The embedded paper index is held by another process (e.g. the nightly sync) for longer than we waited."""
+
+
+def _load_edge_shard(E: Any, path: Path, lock_wait_s: float) -> Any:
+    """Open an existing edge shard, retrying while another process holds its WAL lock (up to ``lock_wait_s``)."""
+    deadline = time.monotonic() + max(lock_wait_s, 0.0)
+    while True:
+        try:
+            return E.EdgeShard.load(str(path))
+        except Exception as exc:  # qdrant-edge raises a plain Exception("... WouldBlock ...")
+            if "WouldBlock" not in str(exc):
+                raise
+            if time.monotonic() >= deadline:
+                raise IndexBusyError(
+                    f"the paper index {path} is in use by another process (a running `neusym search` or the "
+                    f"nightly index sync); waited {lock_wait_s:.0f} s") from exc
+            time.sleep(0.2)
+
+
 class _EdgeBackend:
     """Embedded Qdrant Edge shard (qdrant-edge-py)."""
 
     name = "qdrant-edge"
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, lock_wait_s: float = 0.0):
         import qdrant_edge as E
 
         self.E = E
         self.path = Path(path)
         self._lock = threading.Lock()
-        self.shard = E.EdgeShard.load(str(self.path)) if self.path.is_dir() and any(self.path.iterdir()) else None
+        self.shard = _load_edge_shard(E, self.path, lock_wait_s) if self.path.is_dir() and any(self.path.iterdir()) else None
 
     def ensure(self) -> None:
         if self.shard is not None:
@@ -516,6 +554,25 @@ class _EdgeBackend:
     def count(self) -> int:
         E = self.E
         return self.shard.count(E.CountRequest(exact=True, filter=self._filter(_FilterSpec())))
+
+    def hashes(self) -> dict[str, tuple[str | None, str | None]]:
+        E = self.E
+        out: dict[str, tuple[str | None, str | None]] = {}
+        offset = None
+        while True:
+            recs, offset = self.shard.scroll(E.ScrollRequest(
+                offset=offset, limit=1024, with_payload=E.PayloadSelector.Include(["paper_id", "content_hash"]),
+                with_vector=False))
+            for r in recs:
+                pl = dict(r.payload or {})
+                out[str(r.id)] = (pl.get("paper_id"), pl.get("content_hash"))
+            if offset is None or not recs:
+                return out
+
+    def delete(self, ids: list[str]) -> None:
+        if ids:
+            with self._lock:
+                self.shard.update(self.E.UpdateOperation.delete_points(list(ids)))
 
     def close(self) -> None:
         if self.shard is not None:
@@ -595,6 +652,22 @@ class _ClientBackend:
     def count(self) -> int:
         return self.client.count(self.collection, count_filter=self._filter(_FilterSpec()), exact=True).count
 
+    def hashes(self) -> dict[str, tuple[str | None, str | None]]:
+        out: dict[str, tuple[str | None, str | None]] = {}
+        offset = None
+        while True:
+            recs, offset = self.client.scroll(self.collection, limit=1024, offset=offset,
+                                              with_payload=["paper_id", "content_hash"], with_vectors=False)
+            for r in recs:
+                pl = dict(r.payload or {})
+                out[str(r.id)] = (pl.get("paper_id"), pl.get("content_hash"))
+            if offset is None or not recs:
+                return out
+
+    def delete(self, ids: list[str]) -> None:
+        if ids:
+            self.client.delete(self.collection, points_selector=self.models.PointIdsList(points=list(ids)), wait=True)
+
     def close(self) -> None:
         if self.owns:
             self.client.close()
@@ -613,20 +686,20 @@ class PaperIndex:
     """
 
     def __init__(self, settings: Settings | None = None, *, client: Any = None, path: str | Path | None = None,
-                 collection: str = PAPERS_COLLECTION):
+                 collection: str = PAPERS_COLLECTION, lock_wait_s: float = 10.0):
         settings = settings or get_settings()
         self.settings = settings
         if client is not None:
             self.backend: Any = _ClientBackend(client, collection)
         elif path is not None:
-            self.backend = _EdgeBackend(Path(path))
+            self.backend = _EdgeBackend(Path(path), lock_wait_s)
         elif settings.qdrant_url:
             from qdrant_client import QdrantClient
 
             self.backend = _ClientBackend(
                 QdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key, timeout=60), collection, owns=True)
         else:
-            self.backend = _EdgeBackend(settings.home / "papers_edge")
+            self.backend = _EdgeBackend(settings.home / "papers_edge", lock_wait_s)
 
     @property
     def engine(self) -> str:
@@ -718,7 +791,7 @@ class PaperIndex:
                 requests.append((view, qvec))
         pool = max(cfg.pool, limit)
         results = self.backend.query(requests, spec, pool) if requests else []
-        fused = _fuse([(name, res) for (name, _), res in zip(requests, results)], weights, cfg)
+        fused = _fuse([(name, res) for (name, _), res in zip(requests, results)], weights, cfg, pool)
         top = sorted(fused.items(), key=lambda kv: -kv[1])[:limit]
         if not top:
             return []
@@ -739,7 +812,15 @@ class PaperIndex:
 
 
 def _fuse(results: list[tuple[str, list[tuple[str, float]]]], weights: Mapping[str, float],
-          cfg: SearchConfig) -> dict[str, float]:
+          cfg: SearchConfig, pool: int | None = None) -> dict[str, float]:
+    """Per-view results -> fused score per point id.
+
+    z-score fusion: each view's pool is z-normalised and papers outside it get the pool's lowest z.
+    A sparse or full-text view that returned fewer than ``pool`` papers has no score for the others
+    (no shared term / no full text): a virtual 0.0 is added to its statistics and is their score,
+    so a view matching a single paper still separates it from the rest.
+    """
+    pool = pool or cfg.pool
     fused: dict[str, float] = {}
     if cfg.fusion == "rrf":
         for name, res in results:
@@ -754,6 +835,8 @@ def _fuse(results: list[tuple[str, list[tuple[str, float]]]], weights: Mapping[s
         if not res:
             continue
         scores = [s for _, s in res]
+        if len(res) < pool and (name in SPARSE_VIEWS or name in BODY_VIEWS):
+            scores.append(0.0)
         mu = sum(scores) / len(scores)
         sd = math.sqrt(sum((s - mu) ** 2 for s in scores) / len(scores)) or 1.0
         floor = (min(scores) - mu) / sd
@@ -832,3 +915,195 @@ def search_papers(query: str, *, venue: str | None = None, year: int | str | Non
     """
     idx = index or _index_for(settings, client)
     return idx.search(query, venue=venue, year=year, author=author, limit=limit, config=config)
+
+
+# ------------------------------------------------------------------------------- sync from DuckDB
+_NON_BODY_SECTION = re.compile(r"^\s*(?:[A-Z]?\d+(?:\.\d+)*\.?\s+)?(?:references?|bibliography|acknowledge?ments?)\b",
+                               re.IGNORECASE)
+"""Sections left out of the full-text views: bibliography lists match every query about their cited titles."""
+
+
+def read_paper_docs(db_path: str | Path) -> list[PaperDoc]:
+    """Every paper of a corpus DuckDB file (the published snapshot) as :class:`PaperDoc`, ordered by paper_id.
+
+    Reads ``metadata`` (title, abstract, tldr, tags, ``conference_abbreviation`` as venue, ``pub_year``,
+    authors, volume), the ACL Anthology id from ``provenance`` (smallest non-null ``anthology_id`` of
+    the paper, when that table exists) and, for papers whose PDF was parsed, the ``sections`` texts in
+    reading order (``section_title`` + newline + ``section_content``; References, Bibliography and
+    Acknowledgements sections are left out). Papers with an empty title are skipped. Opens the file
+    read-only; raises ``FileNotFoundError`` when it does not exist and ``duckdb.Error`` when it is not
+    a corpus database.
+    """
+    import duckdb
+
+    db_path = Path(db_path)
+    if not db_path.is_file():
+        raise FileNotFoundError(f"corpus database not found: {db_path}")
+    con = duckdb.connect(str(db_path), read_only=True)
+    try:
+        tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
+        anthology: dict[str, str] = {}
+        if "provenance" in tables:
+            anthology = dict(con.execute(
+                "SELECT ref_paper_id::VARCHAR, min(anthology_id) FROM provenance WHERE anthology_id IS NOT NULL "
+                "GROUP BY 1").fetchall())
+        sections: dict[str, list[str]] = {}
+        if "sections" in tables:
+            for pid, title, content in con.execute(
+                    "SELECT ref_paper_id::VARCHAR, section_title, section_content FROM sections "
+                    "ORDER BY ref_paper_id, ordinal").fetchall():
+                if _NON_BODY_SECTION.match(title or "") or not (content or "").strip():
+                    continue
+                sections.setdefault(pid, []).append(f"{(title or '').strip()}\n{content.strip()}".strip())
+        rows = con.execute(
+            "SELECT paper_id::VARCHAR, title, abstract, tldr, tags, conference_abbreviation, pub_year, authors, volume "
+            "FROM metadata ORDER BY paper_id").fetchall()
+    finally:
+        con.close()
+    docs = []
+    for pid, title, abstract, tldr, tags, venue, year, authors, volume in rows:
+        if not (title or "").strip():
+            continue
+        docs.append(PaperDoc(paper_id=pid, title=title, abstract=abstract, venue=venue, year=year,
+                             authors=list(authors or []), volume=volume, anthology_id=anthology.get(pid),
+                             tldr=tldr, tags=list(tags or []), sections=sections.get(pid, [])))
+    return docs
+
+
+class PaperIndexSyncReport(BaseModel):
+    """What :func:`sync_paper_index` changed (small and JSON-ready: travels through Airflow XCom).
+
+    ``added``/``updated``: papers encoded and upserted (new point / changed content hash);
+    ``unchanged``: papers whose point already carries the same content hash (nothing encoded);
+    ``deleted``: points of papers no longer in the database; ``papers``: papers in the database
+    (= points in the index afterwards); ``with_body``: of those, papers indexed with full-text views;
+    ``texts_encoded``: MiniLM passes run (0 when nothing changed); ``seconds``: wall time;
+    ``source``: the DuckDB file read; ``engine``: ``qdrant-edge`` or ``qdrant-client``.
+    """
+
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    papers: int = 0
+    with_body: int = 0
+    texts_encoded: int = 0
+    seconds: float = 0.0
+    source: str = ""
+    engine: str = ""
+
+
+def sync_paper_index(settings: Settings | None = None, *, db_path: Path | None = None, client: Any = None,
+                     index: PaperIndex | None = None, embed: Embedder | None = None, batch_size: int = 128,
+                     lock_wait_s: float = 600.0) -> PaperIndexSyncReport:
+    """Make the paper index hold exactly the papers of the corpus database, encoding only what changed.
+
+    Reads the published snapshot (``neusym.snapshot.current_snapshot(settings)``) or ``db_path`` with
+    :func:`read_paper_docs` (metadata-only papers and parsed papers alike; full-text views for parsed
+    ones). Each paper's content hash (:meth:`PaperDoc.content_hash`, includes ``INDEX_VERSION``) is
+    compared with the ``content_hash`` payload of its point: new papers are added, changed ones
+    re-encoded and upserted, unchanged ones cost nothing, and points of papers no longer in the
+    database are deleted. Idempotent: a second call with nothing changed encodes nothing
+    (``texts_encoded == 0``).
+
+    Target: ``index`` if given, else ``client``'s ``papers`` collection, else the settings' store
+    (Qdrant server with ``NEUSYM_QDRANT_URL``, else the edge shard ``$NEUSYM_HOME/papers_edge``).
+    The edge shard is single-process: the sync opens it only to read the stored hashes and to write
+    each encoded batch (encoding happens with the shard closed, so a concurrent ``neusym search``
+    waits at most for one batch write), waiting up to ``lock_wait_s`` for a reader to let go.
+
+    Cost per new/changed paper: 2 + (abstract sentences, ~8) MiniLM passes for a metadata-only paper
+    (~0.1 s on 2 cores), plus up to :data:`MAX_BODY_PASSAGES` passages of ~700 characters when the
+    full text is present. ``embed`` replaces the encoder (tests, benchmark caches).
+    Raises ``neusym.snapshot.NoSnapshotError`` when no snapshot was published and ``db_path`` is not
+    given, ``FileNotFoundError`` for a missing ``db_path``, :class:`IndexBusyError` when the shard
+    stays locked.
+    """
+    t0 = time.perf_counter()
+    settings = settings or get_settings()
+    if db_path is None:
+        from .snapshot import current_snapshot
+
+        db_path = current_snapshot(settings)
+    docs = read_paper_docs(db_path)
+    counted = 0
+
+    def counting_embed(texts: list[str]) -> list[list[float]]:
+        nonlocal counted
+        counted += len(texts)
+        return embed(texts) if embed is not None else _dense(texts, batch_size=settings.dense_batch_size)
+
+    own = index is None
+    if own and client is None:
+        key = settings.qdrant_url or str((settings.home / "papers_edge").resolve())
+        with _OPEN_LOCK:  # this process must not hold a second handle on the same edge shard
+            cached = _OPEN.pop(key, None)
+        if cached is not None:
+            cached.close()
+
+    def open_index() -> PaperIndex:
+        if index is not None:
+            return index
+        return PaperIndex(settings, client=client, lock_wait_s=lock_wait_s)
+
+    def release(idx: PaperIndex) -> None:
+        if own and client is None:
+            idx.close()  # flushes and lets other processes open the edge shard
+
+    idx = open_index()
+    try:
+        idx.backend.ensure()
+        stored = idx.backend.hashes()
+        engine = idx.engine
+    finally:
+        release(idx)
+    report = PaperIndexSyncReport(source=str(db_path), engine=engine, papers=len(docs),
+                                  with_body=sum(1 for d in docs if d.sections))
+    wanted: set[str] = set()
+    todo: list[PaperDoc] = []
+    for d in docs:
+        pid = point_id_for_paper(d.paper_id)
+        wanted.add(pid)
+        old = stored.get(pid)
+        if old is not None and old[1] == d.content_hash():
+            report.unchanged += 1
+            continue
+        todo.append(d)
+        if old is None:
+            report.added += 1
+        else:
+            report.updated += 1
+    stale = [pid for pid in stored if pid not in wanted]
+    for start in range(0, len(todo), batch_size):
+        encoded = encode_papers(todo[start:start + batch_size], embed=counting_embed)
+        idx = open_index()
+        try:
+            idx.backend.upsert(encoded)
+        finally:
+            release(idx)
+    if stale:
+        idx = open_index()
+        try:
+            idx.backend.delete(stale)
+        finally:
+            release(idx)
+        report.deleted = len(stale)
+    if index is not None:
+        index.backend.flush()
+    report.texts_encoded = counted
+    report.seconds = round(time.perf_counter() - t0, 3)
+    return report
+
+
+def ensure_paper_index(settings: Settings | None = None, *, client: Any = None) -> PaperIndexSyncReport | None:
+    """Build the paper index from the published snapshot when it does not exist yet (first search).
+
+    Returns the sync report when it synced, ``None`` when an index already exists (it is then used
+    as it is: the nightly run and ``neusym ingest``/``crawl`` keep it in step with the corpus).
+    Raises ``neusym.snapshot.NoSnapshotError`` when there is neither an index nor a snapshot.
+    """
+    settings = settings or get_settings()
+    idx = _index_for(settings, client)
+    if idx.backend.exists() and idx.count() > 0:
+        return None
+    return sync_paper_index(settings, client=client)

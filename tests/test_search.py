@@ -8,7 +8,9 @@ the Findings 2024 and EMNLP 2023 subsets, so venues and years differ.
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ET
 
+import duckdb
 import pytest
 
 from neusym.ids import paper_id_for
@@ -25,6 +27,7 @@ from neusym.search import (
     search_papers,
     split_sentences,
     strip_question,
+    sync_paper_index,
 )
 from neusym.sources.acl_source import parse_acl_collection
 
@@ -225,3 +228,174 @@ def test_bad_arguments(index):
         index.search("x", limit=0)
     with pytest.raises(ValueError):
         index.search("x", year="twenty")
+
+
+# ------------------------------------------------------------------ sync from the published snapshot
+class RecordingEmbed:
+    """memo_embed that records every text the index asked to encode."""
+
+    def __init__(self):
+        self.texts: list[str] = []
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        self.texts += texts
+        return memo_embed(texts)
+
+
+def xml_titles(path, volumes=None) -> dict[str, str]:
+    """Anthology id -> title of the real papers of an ACL collection XML, read with ElementTree (frontmatter excluded)."""
+    root = ET.parse(path).getroot()
+    out = {}
+    for vol in root.iter("volume"):
+        if volumes and vol.get("id") not in volumes:
+            continue
+        for paper in vol.iter("paper"):
+            if paper.get("id") != "0":
+                out[f"{root.get('id')}-{vol.get('id')}.{paper.get('id')}"] = " ".join(
+                    "".join(paper.find("title").itertext()).split())
+    return out
+
+
+def crawl_and_publish(settings, paths, volumes=()):
+    """Metadata-only crawl of ACL XML files through the real crawl stages, then publish the snapshot."""
+    from neusym.crawl import crawl_stage, load_crawl_stage
+    from neusym.snapshot import publish_snapshot
+
+    res = crawl_stage({"source": "acl", "paths": [str(p) for p in paths], "volumes": list(volumes)}, settings)
+    assert res.status == "ok", res.error
+    load_crawl_stage([res], settings, download=False)
+    return publish_snapshot(settings)
+
+
+def paper_row(settings, anthology_id):
+    """(paper_id, title, abstract) of a paper in the writer's database, looked up by its Anthology id."""
+    con = duckdb.connect(str(settings.db_path), read_only=True)
+    try:
+        return con.execute("SELECT m.paper_id::VARCHAR, m.title, m.abstract FROM metadata m JOIN provenance p "
+                           "ON p.ref_paper_id = m.paper_id WHERE p.anthology_id = ?", [anthology_id]).fetchone()
+    finally:
+        con.close()
+
+
+@pytest.fixture()
+def crawled(repo_root, tmp_path):
+    """A NEUSYM_HOME whose published snapshot holds ACL 2024 tutorials + the Findings/EMNLP subsets (metadata only)."""
+    from neusym.settings import Settings
+
+    acl = repo_root / "tests" / "fixtures" / "acl"
+    settings = Settings(home=tmp_path / "home")
+    crawl_and_publish(settings, [acl / "2024.acl.xml"], volumes=["tutorials"])
+    crawl_and_publish(settings, [acl / "2024.findings.subset.xml", acl / "2023.emnlp.subset.xml"])
+    expected = {**xml_titles(acl / "2024.acl.xml", {"tutorials"}), **xml_titles(acl / "2024.findings.subset.xml"),
+                **xml_titles(acl / "2023.emnlp.subset.xml")}
+    return settings, expected
+
+
+def test_sync_is_incremental_idempotent_and_honours_deletes(crawled, tmp_path, repo_root):
+    settings, expected = crawled
+    with PaperIndex(path=tmp_path / "edge") as idx:
+        rec = RecordingEmbed()
+        first = sync_paper_index(settings, index=idx, embed=rec)
+        assert (first.added, first.updated, first.unchanged, first.deleted) == (len(expected), 0, 0, 0)
+        assert first.papers == idx.count() == len(expected) == 12
+        assert first.texts_encoded == len(rec.texts) > 2 * len(expected)
+        for aid, title in expected.items():  # every crawled paper is findable by its title, with its Anthology id
+            hit = idx.search(title, limit=1)[0]
+            assert (hit.anthology_id, hit.title) == (aid, title)
+
+        rec = RecordingEmbed()
+        again = sync_paper_index(settings, index=idx, embed=rec)
+        assert (again.added, again.updated, again.unchanged, again.deleted, again.texts_encoded) == (0, 0, 12, 0, 0)
+        assert rec.texts == []
+
+        # a revised abstract arrives with the next crawl: exactly that paper is re-encoded
+        src = (repo_root / "tests" / "fixtures" / "acl" / "2024.findings.subset.xml").read_text(encoding="utf-8")
+        old = "We have opened our source code for further study and reproducibility."
+        added = " A follow-up study applies the annotator to Korean speech transcripts of call-center dialogues."
+        assert src.count(old) == 1
+        revised = tmp_path / "revised" / "2024.findings.subset.xml"
+        revised.parent.mkdir()
+        revised.write_text(src.replace(old, old + added), encoding="utf-8")
+        crawl_and_publish(settings, [revised])
+        pid, title, abstract = paper_row(settings, "2024.findings-eacl.2")
+        assert abstract.endswith(added.strip())
+        rec = RecordingEmbed()
+        changed = sync_paper_index(settings, index=idx, embed=rec)
+        assert (changed.added, changed.updated, changed.unchanged, changed.deleted) == (0, 1, 11, 0)
+        assert rec.texts and all(t in f"{title}. {abstract}" for t in rec.texts)
+        assert changed.texts_encoded == len(rec.texts)
+        hit = idx.search("Which paper annotates Korean call-center speech transcripts with GPT?", limit=1)[0]
+        assert hit.paper_id == pid
+
+        # a paper removed from the corpus disappears from the index and from results
+        gone_id, gone_title, _ = paper_row(settings, "2024.acl-tutorials.6")
+        con = duckdb.connect(str(settings.db_path))
+        con.execute("DELETE FROM provenance WHERE ref_paper_id = ?", [gone_id])
+        con.execute("DELETE FROM metadata WHERE paper_id = ?", [gone_id])
+        con.close()
+        from neusym.snapshot import publish_snapshot
+
+        publish_snapshot(settings)
+        rec = RecordingEmbed()
+        removed = sync_paper_index(settings, index=idx, embed=rec)
+        assert (removed.added, removed.updated, removed.unchanged, removed.deleted) == (0, 0, 11, 1)
+        assert rec.texts == [] and idx.count() == 11
+        assert gone_id not in [h.paper_id for h in idx.search(gone_title, limit=20)]
+
+        # filters still hold on the synced index
+        emnlp = idx.search("large language models", venue="EMNLP", year=2023, limit=20)
+        assert {h.anthology_id for h in emnlp} == {a for a in expected if a.startswith("2023.emnlp")}
+        findings = idx.search("large language models", venue="findings", limit=20)
+        assert {h.anthology_id for h in findings} == {a for a in expected if ".findings-" in a}
+        assert all(h.year == 2024 for h in idx.search("language", year=2024, limit=20))
+        by_author = idx.search("entity extraction", author="Qingyun Wang", limit=5)
+        assert by_author and all("Qingyun Wang" in h.authors for h in by_author)
+
+
+def test_sync_uses_full_text_of_parsed_papers(repo_root, tmp_path):
+    """A parsed PDF (real parser, real materialize) gets the full-text views; body-only terms find it."""
+    from neusym.pipeline import materialize_stage, parse_stage
+    from neusym.settings import Settings
+
+    settings = Settings(home=tmp_path / "home")
+    crawl_and_publish(settings, [repo_root / "tests" / "fixtures" / "acl" / "2024.acl.xml"], volumes=["tutorials"])
+    parsed = parse_stage(str(repo_root / "tests" / "fixtures" / "arxiv2005.11401_RAG_first3pages_NeuSymRAG-test_pdf.pdf"),
+                         settings)
+    assert parsed.status == "parsed"
+    materialize_stage([parsed], settings)  # loads the paper and publishes a new snapshot
+    con = duckdb.connect(str(settings.db_path), read_only=True)
+    abstract, = con.execute("SELECT abstract FROM metadata WHERE paper_id = ?", [parsed.paper_id]).fetchone()
+    con.close()
+    assert "triviaqa" not in abstract.lower() and "mips" not in abstract.lower()
+    with PaperIndex(path=tmp_path / "edge") as idx:
+        report = sync_paper_index(settings, index=idx, embed=memo_embed)
+        assert (report.added, report.with_body, report.papers) == (7, 1, 7)
+        query = "maximum inner product search over an index built by a retriever trained on TriviaQA"
+        hits = idx.search(query, limit=3)
+        assert hits[0].paper_id == parsed.paper_id and hits[0].title == parsed.title
+        body_only = SearchConfig(weights={"bm25_body": 1.0})  # these two words occur in its body only
+        assert [h.paper_id for h in idx.search("TriviaQA MIPS", limit=7, config=body_only)] == [parsed.paper_id]
+        abstract_only = SearchConfig(weights={"bm25": 1.0})
+        assert idx.search("TriviaQA MIPS", limit=7, config=abstract_only) == []
+
+
+def test_cli_search_builds_the_missing_index_from_the_snapshot(repo_root, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from neusym.cli import app
+    from neusym.settings import Settings
+
+    monkeypatch.setenv("NEUSYM_HOME", str(tmp_path / "empty"))
+    result = CliRunner().invoke(app, ["search", "watermarking", "--json"])
+    assert result.exit_code == 1 and "snapshot" in result.output
+
+    home = tmp_path / "home"
+    crawl_and_publish(Settings(home=home), [repo_root / "tests" / "fixtures" / "acl" / "2024.acl.xml"],
+                      volumes=["tutorials"])
+    monkeypatch.setenv("NEUSYM_HOME", str(home))
+    result = CliRunner().invoke(app, ["search", "Is there a tutorial on watermarking the text that LLMs generate?",
+                                      "--json", "--limit", "2"])
+    assert result.exit_code == 0, result.output
+    hits = json.loads(result.stdout)
+    assert hits[0]["anthology_id"] == "2024.acl-tutorials.6" and len(hits) == 2
+    assert (home / "papers_edge").is_dir()
