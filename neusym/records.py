@@ -5,6 +5,8 @@ truth, with a comment on every column). Conventions used everywhere:
 
 - ids are UUID strings (see :mod:`neusym.ids`);
 - page numbers start at 1;
+- ``ref_section_id`` of an element is the section (:class:`Section`) whose span contains it (the
+  section of its caption / first line), ``None`` before the first heading;
 - a bounding box is ``[x0, y0, width, height]`` in PDF points (1/72 inch), origin at the top-left
   corner of the page, y growing downwards (PyMuPDF's page coordinates). ``ViewImage`` crops exactly
   that region.
@@ -65,6 +67,7 @@ class Chunk(BaseModel):
     page_number: int
     ref_paper_id: str
     ref_page_id: str
+    ref_section_id: str | None = None
 
 
 class Table(BaseModel):
@@ -77,17 +80,20 @@ class Table(BaseModel):
     page_number: int
     ref_paper_id: str
     ref_page_id: str
+    ref_section_id: str | None = None
 
 
 class Image(BaseModel):
     image_id: str
     image_caption: str
     image_summary: str | None = None
+    image_ocr_text: str | None = None
     bounding_box: BBox | None = None
     ordinal: int
     page_number: int
     ref_paper_id: str
     ref_page_id: str
+    ref_section_id: str | None = None
 
 
 class Equation(BaseModel):
@@ -99,6 +105,7 @@ class Equation(BaseModel):
     page_number: int
     ref_paper_id: str
     ref_page_id: str
+    ref_section_id: str | None = None
 
 
 class Reference(BaseModel):
@@ -108,6 +115,7 @@ class Reference(BaseModel):
     page_number: int
     ref_paper_id: str
     ref_page_id: str
+    ref_section_id: str | None = None
 
 
 class ParsedPaper(BaseModel):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -51,6 +52,26 @@ class Settings(BaseSettings):
         description='URL prefix rewrites for PDF downloads (JSON in NEUSYM_PDF_MIRRORS), e.g. '
         '{"https://aclanthology.org/": "http://mirror.internal/acl/"}.',
     )
+    # -- parsing ---------------------------------------------------------------------------------
+    parse_backend: Literal["pymupdf", "layout", "mineru"] = Field(
+        "pymupdf",
+        description="Who finds table/figure regions, table cells and equations (text, sections, captions and "
+        "references always come from PyMuPDF): pymupdf = text and drawings only (fast); layout = plus "
+        "pymupdf4llm HTML tables and rapid-layout regions on the pages that need them (offline models); "
+        "mineru = from MinerU's output for the PDF (see mineru_output_dir / mineru_command).",
+    )
+    mineru_output_dir: Path | None = Field(
+        None,
+        description="MinerU's parsed-document folder (the local server's doclib, ~/.mineru/doclib/parsed): results "
+        "are found by the PDF's sha256 as <dir>/<sha[:2]>/<sha>/<tier>/*.json.",
+    )
+    mineru_command: str | None = Field(
+        None,
+        description="The MinerU CLI (e.g. 'mineru'); when set, a PDF without MinerU output is first parsed with "
+        "'<command> parse PDF --tier <mineru_tier> --pages all' (its local server or the one it is configured for).",
+    )
+    mineru_tier: str = Field("flash", description="MinerU parse tier: flash (offline), basic, standard, advanced.")
+    mineru_timeout_s: float = Field(600.0, description="Wall-clock limit of one MinerU parse run.")
     # -- vector store --------------------------------------------------------------------------
     qdrant_url: str | None = Field(None, description="Qdrant server URL; unset = embedded local mode under home/qdrant.")
     qdrant_api_key: str | None = None

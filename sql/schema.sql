@@ -86,7 +86,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     ordinal INTEGER NOT NULL,
     page_number INTEGER NOT NULL,
     ref_paper_id UUID NOT NULL,
-    ref_page_id UUID NOT NULL
+    ref_page_id UUID NOT NULL,
+    ref_section_id UUID
 );
 COMMENT ON TABLE chunks IS 'Fixed-size chunks of each page text: at most 254 all-MiniLM-L6-v2 word pieces each (256 with [CLS]/[SEP], the model window), no overlap, never crossing a page.';
 COMMENT ON COLUMN chunks.chunk_id IS 'A unique identifier for each chunk.';
@@ -95,6 +96,8 @@ COMMENT ON COLUMN chunks.ordinal IS 'The position of the chunk within its page, 
 COMMENT ON COLUMN chunks.page_number IS 'The page number (from 1) of the chunk.';
 COMMENT ON COLUMN chunks.ref_paper_id IS 'Foreign key to metadata.paper_id.';
 COMMENT ON COLUMN chunks.ref_page_id IS 'Foreign key to pages.page_id.';
+ALTER TABLE chunks ADD COLUMN IF NOT EXISTS ref_section_id UUID;
+COMMENT ON COLUMN chunks.ref_section_id IS 'Foreign key to sections.section_id: the innermost section or subsection where the chunk starts; NULL before the first heading. Count elements of a section with its subsections by also matching sections whose parent_section_id is that section.';
 
 CREATE TABLE IF NOT EXISTS tables (
     table_id UUID PRIMARY KEY,
@@ -105,7 +108,8 @@ CREATE TABLE IF NOT EXISTS tables (
     ordinal INTEGER NOT NULL,
     page_number INTEGER NOT NULL,
     ref_paper_id UUID NOT NULL,
-    ref_page_id UUID NOT NULL
+    ref_page_id UUID NOT NULL,
+    ref_section_id UUID
 );
 COMMENT ON TABLE tables IS 'One row per table printed in each paper, found by its caption (e.g. "Table 2: ...").';
 COMMENT ON COLUMN tables.table_id IS 'A unique identifier for each table.';
@@ -117,26 +121,34 @@ COMMENT ON COLUMN tables.ordinal IS 'The position of the table within its page, 
 COMMENT ON COLUMN tables.page_number IS 'The page number (from 1) of the table.';
 COMMENT ON COLUMN tables.ref_paper_id IS 'Foreign key to metadata.paper_id.';
 COMMENT ON COLUMN tables.ref_page_id IS 'Foreign key to pages.page_id.';
+ALTER TABLE tables ADD COLUMN IF NOT EXISTS ref_section_id UUID;
+COMMENT ON COLUMN tables.ref_section_id IS 'Foreign key to sections.section_id: the innermost section or subsection holding the caption of the table; NULL before the first heading. Count elements of a section with its subsections by also matching sections whose parent_section_id is that section.';
 
 CREATE TABLE IF NOT EXISTS images (
     image_id UUID PRIMARY KEY,
     image_caption VARCHAR NOT NULL,
     image_summary VARCHAR,
+    image_ocr_text VARCHAR,
     bounding_box DOUBLE[4],
     ordinal INTEGER NOT NULL,
     page_number INTEGER NOT NULL,
     ref_paper_id UUID NOT NULL,
-    ref_page_id UUID NOT NULL
+    ref_page_id UUID NOT NULL,
+    ref_section_id UUID
 );
 COMMENT ON TABLE images IS 'One row per figure in each paper, found by its caption (e.g. "Figure 1: ...").';
 COMMENT ON COLUMN images.image_id IS 'A unique identifier for each figure.';
 COMMENT ON COLUMN images.image_caption IS 'The caption of the figure, starting with its label, e.g. "Figure 1: Overview of ..."; empty if none.';
 COMMENT ON COLUMN images.image_summary IS 'A brief LLM-written description of the figure; NULL until summarized.';
+ALTER TABLE images ADD COLUMN IF NOT EXISTS image_ocr_text VARCHAR;
+COMMENT ON COLUMN images.image_ocr_text IS 'Text printed inside the figure (axis labels, legends, node labels), read by OCR (RapidOCR) from the figure region rendered at 200 dpi, lines in reading order; NULL until OCR has run on the figure, empty if it holds no text.';
 COMMENT ON COLUMN images.bounding_box IS 'The region of the figure on its page: [x0, y0, width, height] in PDF points from the top-left corner.';
 COMMENT ON COLUMN images.ordinal IS 'The position of the figure within its page, starting from 0.';
 COMMENT ON COLUMN images.page_number IS 'The page number (from 1) of the figure.';
 COMMENT ON COLUMN images.ref_paper_id IS 'Foreign key to metadata.paper_id.';
 COMMENT ON COLUMN images.ref_page_id IS 'Foreign key to pages.page_id.';
+ALTER TABLE images ADD COLUMN IF NOT EXISTS ref_section_id UUID;
+COMMENT ON COLUMN images.ref_section_id IS 'Foreign key to sections.section_id: the innermost section or subsection holding the caption of the figure; NULL before the first heading. Count elements of a section with its subsections by also matching sections whose parent_section_id is that section.';
 
 CREATE TABLE IF NOT EXISTS equations (
     equation_id UUID PRIMARY KEY,
@@ -146,7 +158,8 @@ CREATE TABLE IF NOT EXISTS equations (
     ordinal INTEGER NOT NULL,
     page_number INTEGER NOT NULL,
     ref_paper_id UUID NOT NULL,
-    ref_page_id UUID NOT NULL
+    ref_page_id UUID NOT NULL,
+    ref_section_id UUID
 );
 COMMENT ON TABLE equations IS 'One row per numbered display equation in each paper.';
 COMMENT ON COLUMN equations.equation_id IS 'A unique identifier for each equation.';
@@ -157,6 +170,8 @@ COMMENT ON COLUMN equations.ordinal IS 'The position of the equation within its 
 COMMENT ON COLUMN equations.page_number IS 'The page number (from 1) of the equation.';
 COMMENT ON COLUMN equations.ref_paper_id IS 'Foreign key to metadata.paper_id.';
 COMMENT ON COLUMN equations.ref_page_id IS 'Foreign key to pages.page_id.';
+ALTER TABLE equations ADD COLUMN IF NOT EXISTS ref_section_id UUID;
+COMMENT ON COLUMN equations.ref_section_id IS 'Foreign key to sections.section_id: the innermost section or subsection holding the equation; NULL before the first heading. Count elements of a section with its subsections by also matching sections whose parent_section_id is that section.';
 
 CREATE TABLE IF NOT EXISTS reference (
     reference_id UUID PRIMARY KEY,
@@ -164,7 +179,8 @@ CREATE TABLE IF NOT EXISTS reference (
     ordinal INTEGER NOT NULL,
     page_number INTEGER NOT NULL,
     ref_paper_id UUID NOT NULL,
-    ref_page_id UUID NOT NULL
+    ref_page_id UUID NOT NULL,
+    ref_section_id UUID
 );
 COMMENT ON TABLE reference IS 'One row per bibliography entry cited by each paper.';
 COMMENT ON COLUMN reference.reference_id IS 'A unique identifier for each reference entry.';
@@ -173,6 +189,8 @@ COMMENT ON COLUMN reference.ordinal IS 'The position of the entry in the bibliog
 COMMENT ON COLUMN reference.page_number IS 'The page number (from 1) where the entry starts.';
 COMMENT ON COLUMN reference.ref_paper_id IS 'Foreign key to metadata.paper_id.';
 COMMENT ON COLUMN reference.ref_page_id IS 'Foreign key to pages.page_id.';
+ALTER TABLE reference ADD COLUMN IF NOT EXISTS ref_section_id UUID;
+COMMENT ON COLUMN reference.ref_section_id IS 'Foreign key to sections.section_id: the innermost section or subsection holding the entry (the References/Bibliography section); NULL before the first heading. Count elements of a section with its subsections by also matching sections whose parent_section_id is that section.';
 
 CREATE TABLE IF NOT EXISTS quarantine (
     pdf_sha256 VARCHAR PRIMARY KEY,

@@ -22,6 +22,9 @@ when no title is found), element ids from the paper id plus a kind and a stable 
 
 from __future__ import annotations
 
+import time
+from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import pymupdf
@@ -31,41 +34,109 @@ from ..ids import element_id, paper_id_for
 from ..records import Chunk, Equation, Image, Metadata, Page, ParsedPaper, Reference, Section, Table
 from ..settings import Settings, get_settings
 from . import chunks as _chunks
-from .elements import find_captions, find_equations, locate_floats, split_references, table_html
+from .elements import EquationDraft, find_captions, find_equations, locate_floats, split_references, table_html
+from .links import SectionIndex, chunk_offsets
 from .metadata import abstract_from_page, clean_line_text, extract_metadata
-from .pdf import OpenedPDF, body_font_size, find_furniture, open_pdf, to_record_bbox
+from .pdf import Box, Line, OpenedPDF, body_font_size, find_furniture, open_pdf, to_record_bbox
 from .sections import REFERENCE_HEADINGS, build_sections, detect_headings, front_matter, toc_headings
 from .text import join_wrapped, norm, unwrap, vocabulary_of
 
-__all__ = ["PARSER_VERSION", "parse_pdf", "UnparseablePDF"]
+__all__ = ["PARSER_VERSION", "BACKENDS", "FloatDraft", "parse_pdf", "parser_version", "UnparseablePDF"]
 
-PARSER_VERSION = "1"
+PARSER_VERSION = "2"
 """Version of the parse output. Bump it whenever :func:`parse_pdf` can return different records
-for the same PDF bytes, so that staged parses made by an older parser are redone."""
+for the same PDF bytes, so that staged parses made by an older parser are redone.
+2: ``ref_section_id`` on every element, ``images.image_ocr_text``, landscape (rotated) captions,
+italic caption labels, parse backends."""
+
+BACKENDS = ("pymupdf", "layout", "mineru")
+"""Values of ``settings.parse_backend`` (see :func:`parse_pdf`)."""
 
 
-def parse_pdf(path: Path | str, settings: Settings | None = None, *, paper_id: str | None = None) -> ParsedPaper:
+def parser_version(settings: Settings) -> str:
+    """Version tag of the records :func:`parse_pdf` returns under ``settings``: the parser version
+    and the backend (``"2+layout"``); the MinerU backend adds its tier, as its output decides the
+    tables/figures/equations. Staged parses should be keyed by it so that switching the backend
+    re-parses."""
+    tag = f"{PARSER_VERSION}+{settings.parse_backend}"
+    if settings.parse_backend == "mineru":
+        tag += f"-{settings.mineru_tier}"
+    return tag
+
+
+@dataclass
+class FloatDraft:
+    """A table or figure before ids are assigned.
+
+    ``kind`` "table" or "figure"; ``label`` e.g. "Table 2"; ``page`` from 1; ``caption`` the
+    caption text; ``bbox`` the float's region ``(x0, y0, x1, y1)`` in points (top-left origin) or
+    ``None``; ``html`` the table cells as HTML; ``anchor`` the caption's first line (decides the
+    section); ``section`` a section index that overrides the anchor.
+    """
+
+    kind: str
+    label: str
+    page: int
+    caption: str
+    bbox: Box | None = None
+    html: str | None = None
+    anchor: Line | None = None
+    section: int | None = None
+
+
+def _add_time(timings: dict[str, float] | None, stage: str, since: float) -> None:
+    """Add the seconds elapsed since ``since`` (``time.perf_counter()``) to ``timings[stage]``."""
+    if timings is not None:
+        timings[stage] = timings.get(stage, 0.0) + time.perf_counter() - since
+
+
+def parse_pdf(
+    path: Path | str,
+    settings: Settings | None = None,
+    *,
+    paper_id: str | None = None,
+    timings: dict[str, float] | None = None,
+) -> ParsedPaper:
     """Parse the PDF at ``path`` into a :class:`~neusym.records.ParsedPaper`.
 
-    ``settings`` defaults to :func:`neusym.settings.get_settings`; only ``chunk_tokens`` is used.
+    ``settings`` defaults to :func:`neusym.settings.get_settings`; ``chunk_tokens`` sizes the
+    chunks and ``parse_backend`` picks who finds table/figure regions, table cells and equations
+    (text, sections, captions, chunks and references always come from PyMuPDF text):
+
+    - ``"pymupdf"``: PyMuPDF text and drawings only (hundreds of pages/s);
+    - ``"layout"``: as ``pymupdf``, plus pymupdf4llm (``pymupdf.layout``) tables as HTML on the
+      pages that print a table caption, and rapid-layout figure/table/equation regions on the
+      pages with a figure caption or an equation (:mod:`neusym.parse.layout`);
+    - ``"mineru"``: as ``pymupdf``, with tables, figures and equations taken from MinerU's output
+      for this PDF (:mod:`neusym.parse.mineru`).
+
     ``paper_id``: the id of an already known (crawled) paper this PDF belongs to; by default the id
     is derived from the title printed in the PDF (:func:`neusym.ids.paper_id_for`).
+    ``timings``: when given, seconds spent per stage are added to it (keys ``open_text``,
+    ``chunks``, ``floats_equations``, ``references`` and the backend's own stages).
     Raises :class:`~neusym.errors.UnparseablePDF` (``.reason`` is a short explanation) when the
     file is unreadable, corrupt or truncated, encrypted with a user password, has zero pages, or
-    has no text layer. Parsing the same bytes twice yields identical records (ids included).
+    has no text layer; :class:`ValueError` for an unknown backend; the MinerU backend raises
+    :class:`neusym.parse.mineru.MineruUnavailable` when it finds no MinerU output for the PDF.
+    Parsing the same bytes twice yields identical records (ids included).
     """
     settings = settings or get_settings()
     path = Path(path)
+    tick = time.perf_counter()
     opened = open_pdf(path)
+    _add_time(timings, "open_text", tick)
     try:
-        return _build(opened, settings, paper_id)
+        return _build(opened, settings, paper_id, timings)
     except (pymupdf.FileDataError, pymupdf.mupdf.FzErrorBase) as exc:  # damage found late (a page's content)
         raise UnparseablePDF(path, f"corrupt: {' '.join(str(exc).split())[:200]}") from exc
     finally:
         opened.doc.close()
 
 
-def _build(opened: OpenedPDF, settings: Settings, known_paper_id: str | None = None) -> ParsedPaper:
+def _build(
+    opened: OpenedPDF, settings: Settings, known_paper_id: str | None = None, timings: dict[str, float] | None = None
+) -> ParsedPaper:
+    tick = time.perf_counter()
     doc, pages = opened.doc, opened.pages
     body = body_font_size(pages)
     furniture = find_furniture(pages)
@@ -104,7 +175,11 @@ def _build(opened: OpenedPDF, settings: Settings, known_paper_id: str | None = N
         pdf_sha256=opened.sha256,
     )
 
+    _add_time(timings, "open_text", tick)
+
     # -- pages and chunks ------------------------------------------------------------------
+    tick = time.perf_counter()
+    chunk_starts: dict[str, int] = {}
     page_ids = {p.number: element_id(paper_id, "page", p.number) for p in pages}
     page_rows: list[Page] = []
     chunk_rows: list[Chunk] = []
@@ -120,7 +195,9 @@ def _build(opened: OpenedPDF, settings: Settings, known_paper_id: str | None = N
                 ref_paper_id=paper_id,
             )
         )
-        for i, piece in enumerate(_chunks.split_page(content, settings.chunk_tokens)):
+        pieces = _chunks.split_page(content, settings.chunk_tokens)
+        for i, (piece, start) in enumerate(zip(pieces, chunk_offsets(content, pieces))):
+            chunk_starts[element_id(paper_id, "chunk", p.number, i)] = start
             chunk_rows.append(
                 Chunk(
                     chunk_id=element_id(paper_id, "chunk", p.number, i),
@@ -131,6 +208,7 @@ def _build(opened: OpenedPDF, settings: Settings, known_paper_id: str | None = N
                     ref_page_id=page_ids[p.number],
                 )
             )
+    _add_time(timings, "chunks", tick)
 
     # -- section rows ----------------------------------------------------------------------
     section_ids = [element_id(paper_id, "section", i) for i in range(len(drafts))]
@@ -147,67 +225,107 @@ def _build(opened: OpenedPDF, settings: Settings, known_paper_id: str | None = N
         )
         for i, d in enumerate(drafts)
     ]
+    index = SectionIndex(pages, drafts)
 
-    # -- tables and figures ----------------------------------------------------------------
+    def section_id_of(i: int | None) -> str | None:
+        return section_ids[i] if i is not None else None
+
+    for c in chunk_rows:  # the section where each chunk starts
+        c.ref_section_id = section_id_of(index.of_page_offset(c.page_number, chunk_starts[c.chunk_id]))
+
+    # -- tables and figures (captions first, then the backend's regions and cells) ------------
+    tick = time.perf_counter()
     heading_lines = {id(ln) for h in headings for ln in h.lines}
     captions = find_captions(pages, body, furniture)
     caption_lines = {id(ln) for c in captions for ln in c.lines}
     stops = heading_lines | caption_lines
-    regions = dict(zip(map(id, captions), locate_floats(captions, body, furniture, stops)))
+    regions = locate_floats(captions, body, furniture, stops)
+    floats = [
+        FloatDraft(
+            kind=cap.kind,
+            label=cap.label,
+            page=cap.page.number,
+            caption=join_wrapped([ln.text for ln in cap.lines], vocabulary),
+            bbox=region,
+            html=table_html(cap.page, region) if cap.kind == "table" and region and not cap.rotated else None,
+            anchor=cap.lines[0],
+        )
+        for cap, region in zip(captions, regions)
+    ]
+    equations = [eq for p in pages for eq in find_equations(p, body, furniture, stops)]
+    _add_time(timings, "floats_equations", tick)
+    backend = settings.parse_backend
+    if backend == "layout":
+        from .layout import refine_with_layout
+
+        floats, equations = refine_with_layout(opened, floats, equations, timings=timings)
+    elif backend == "mineru":
+        from .mineru import refine_with_mineru
+
+        floats, equations = refine_with_mineru(opened, floats, equations, settings, timings=timings)
+    elif backend != "pymupdf":
+        raise ValueError(f"unknown parse_backend {backend!r}: expected 'pymupdf', 'layout' or 'mineru'")
+
     table_rows: list[Table] = []
     image_rows: list[Image] = []
-    for p in pages:
-        on_page = [c for c in captions if c.page is p]
-        t_ord = i_ord = 0
-        for cap in on_page:
-            region = regions[id(cap)]
-            bbox = to_record_bbox(region) if region else None
-            if cap.kind == "table":
-                table_rows.append(
-                    Table(
-                        table_id=element_id(paper_id, "table", p.number, t_ord),
-                        table_caption=join_wrapped([ln.text for ln in cap.lines], vocabulary),
-                        table_content=table_html(p, region) if region else None,
-                        bounding_box=bbox,
-                        ordinal=t_ord,
-                        page_number=p.number,
-                        ref_paper_id=paper_id,
-                        ref_page_id=page_ids[p.number],
-                    )
-                )
-                t_ord += 1
-            else:
-                image_rows.append(
-                    Image(
-                        image_id=element_id(paper_id, "image", p.number, i_ord),
-                        image_caption=join_wrapped([ln.text for ln in cap.lines], vocabulary),
-                        bounding_box=bbox,
-                        ordinal=i_ord,
-                        page_number=p.number,
-                        ref_paper_id=paper_id,
-                        ref_page_id=page_ids[p.number],
-                    )
-                )
-                i_ord += 1
-
-    # -- equations -------------------------------------------------------------------------
-    equation_rows: list[Equation] = []
-    for p in pages:
-        for i, eq in enumerate(find_equations(p, body, furniture, stops)):
-            equation_rows.append(
-                Equation(
-                    equation_id=element_id(paper_id, "equation", p.number, i),
-                    equation_content=eq.text,
-                    equation_number=eq.number,
-                    bounding_box=to_record_bbox(eq.bbox),
-                    ordinal=i,
-                    page_number=p.number,
+    ordinals: Counter[tuple[str, int]] = Counter()
+    for f in sorted(floats, key=lambda f: f.page):  # stable: caption order within a page
+        n = ordinals[(f.kind, f.page)]
+        ordinals[(f.kind, f.page)] += 1
+        bbox = to_record_bbox(f.bbox) if f.bbox else None
+        section = f.section if f.section is not None else (
+            index.of_line(f.anchor) if f.anchor is not None else index.of_region(f.page, f.bbox or (0, 0, 0, 0))
+        )
+        if f.kind == "table":
+            table_rows.append(
+                Table(
+                    table_id=element_id(paper_id, "table", f.page, n),
+                    table_caption=f.caption,
+                    table_content=f.html,
+                    bounding_box=bbox,
+                    ordinal=n,
+                    page_number=f.page,
                     ref_paper_id=paper_id,
-                    ref_page_id=page_ids[p.number],
+                    ref_page_id=page_ids[f.page],
+                    ref_section_id=section_id_of(section),
+                )
+            )
+        else:
+            image_rows.append(
+                Image(
+                    image_id=element_id(paper_id, "image", f.page, n),
+                    image_caption=f.caption,
+                    bounding_box=bbox,
+                    ordinal=n,
+                    page_number=f.page,
+                    ref_paper_id=paper_id,
+                    ref_page_id=page_ids[f.page],
+                    ref_section_id=section_id_of(section),
                 )
             )
 
+    # -- equations -------------------------------------------------------------------------
+    equation_rows: list[Equation] = []
+    eq_ordinals: Counter[int] = Counter()
+    for eq in sorted(equations, key=lambda e: (e.page.number, e.bbox[1])):
+        n = eq_ordinals[eq.page.number]
+        eq_ordinals[eq.page.number] += 1
+        equation_rows.append(
+            Equation(
+                equation_id=element_id(paper_id, "equation", eq.page.number, n),
+                equation_content=eq.text,
+                equation_number=eq.number,
+                bounding_box=to_record_bbox(eq.bbox),
+                ordinal=n,
+                page_number=eq.page.number,
+                ref_paper_id=paper_id,
+                ref_page_id=page_ids[eq.page.number],
+                ref_section_id=section_id_of(index.of_region(eq.page.number, eq.bbox)),
+            )
+        )
+
     # -- references ------------------------------------------------------------------------
+    tick = time.perf_counter()
     ref_lines = [ln for d in drafts if norm(d.heading.title) in REFERENCE_HEADINGS for ln in d.content]
     reference_rows = [
         Reference(
@@ -217,9 +335,11 @@ def _build(opened: OpenedPDF, settings: Settings, known_paper_id: str | None = N
             page_number=r.page,
             ref_paper_id=paper_id,
             ref_page_id=page_ids[r.page],
+            ref_section_id=section_id_of(index.of_line(r.line)) if r.line is not None else None,
         )
         for i, r in enumerate(split_references(ref_lines, pages, vocabulary))
     ]
+    _add_time(timings, "references", tick)
 
     return ParsedPaper(
         metadata=metadata,

@@ -3,9 +3,12 @@
 Captions
     A caption is a line starting with ``Table N`` / ``Figure N`` / ``Fig. N`` followed by the
     document's caption delimiter (``:`` in ACL/NeurIPS/ICLR, ``.`` in ICML/CVPR) and set like a
-    caption: at the start of a text block, or with a bold label, or in smaller type than the body.
-    In-text mentions ("as shown in Table 2") fail these tests. The caption text runs to the end of
-    its block and through blocks continuing right below it in the same type.
+    caption: at the start of a text block, or with a bold label, or with an italic label in
+    smaller type than the body. In-text mentions ("as shown in Table 2") fail these tests. The
+    caption text runs to the end of its block and through blocks continuing right below it in the
+    same type. Landscape floats (a table turned by 90 degrees on its page) have a rotated caption
+    line: such a line counts when the label is not found upright anywhere in the document, and its
+    float is the rotated text of its page.
 
 Regions (``bounding_box``)
     The float is the run of non-paragraph objects (text blocks that are not body paragraphs,
@@ -62,6 +65,7 @@ class Caption:
     page: PageLayout
     lines: list[Line]
     blocks: list[Block] = field(default_factory=list)
+    rotated: bool = False  # a landscape float: the caption is rotated text
 
     @property
     def bbox(self) -> Box:
@@ -93,9 +97,7 @@ def find_captions(pages: list[PageLayout], body: float, furniture: set[int]) -> 
 
     def strong(block: Block, i: int) -> bool:
         """Caption-like placement: first line of its block, or a bold label."""
-        line = block.lines[i]
-        label_bold = bool(line.spans) and line.spans[0].bold
-        return i == 0 or label_bold
+        return i == 0 or _label_bold(block.lines[i])
 
     delims = Counter(m.group("delim") for page, block, i, m in raw if strong(block, i))
     main_delim = delims.most_common(1)[0][0] if delims else ":"
@@ -103,7 +105,7 @@ def find_captions(pages: list[PageLayout], body: float, furniture: set[int]) -> 
     seen: set[tuple[int, str]] = set()
     for page, block, i, m in raw:
         line = block.lines[i]
-        label_bold = bool(line.spans) and line.spans[0].bold
+        label_bold = _label_bold(line) or (_label_italic(line) and line.size < body - 0.3)
         delim = m.group("delim")
         if line.max_size < body - 3:  # text inside a figure (e.g. a screenshot of a paper)
             continue
@@ -145,7 +147,37 @@ def find_captions(pages: list[PageLayout], body: float, furniture: set[int]) -> 
             else:
                 break
         captions.append(Caption(kind=kind, label=label, page=page, lines=lines, blocks=blocks))
+    # landscape floats: rotated caption lines whose label is not printed upright
+    upright = {c.label for c in captions}
+    for page in pages:
+        for line in page.rotated_lines:
+            m = _CAPTION.match(line.text)
+            if not m or not re.search(r"[A-Za-z]{2}", line.text[m.end():]):
+                continue
+            kind = "table" if m.group("label").lower().startswith("tab") else "figure"
+            label = ("Table " if kind == "table" else "Figure ") + m.group("num")
+            if label in upright or line.max_size < body - 3:
+                continue
+            upright.add(label)
+            captions.append(Caption(kind=kind, label=label, page=page, lines=[line], rotated=True))
+    order = {id(p): i for i, p in enumerate(pages)}
+    captions.sort(key=lambda c: order[id(c.page)])  # stable: reading order within a page kept
     return captions
+
+
+def _label_bold(line: Line) -> bool:
+    """Whether the line's first visible span (the caption label) is bold."""
+    first = next((sp for sp in line.spans if sp.text.strip()), None)
+    return first is not None and first.bold
+
+
+_ITALIC_FONT = re.compile(r"italic|oblique|slant|cmti|-it$|\.it$", re.I)
+
+
+def _label_italic(line: Line) -> bool:
+    """Whether the line's first visible span (the caption label) is set in an italic font."""
+    first = next((sp for sp in line.spans if sp.text.strip()), None)
+    return first is not None and bool(_ITALIC_FONT.search(first.font))
 
 
 def _caption_lines(candidates: list[Line], start: list[Line]) -> list[Line]:
@@ -333,6 +365,9 @@ def locate_floats(captions: list[Caption], body: float, furniture: set[int], sto
         ]
     votes: dict[str, Counter[str]] = {"table": Counter(), "figure": Counter()}
     for cap in captions:
+        if cap.rotated:
+            sides.append((_Side(), _Side()))
+            continue
         objs = page_objs[cap.page.number]
         xr = _x_range(cap, by_page[cap.page.number])
         up, down = _grow(cap.bbox, objs, True, xr), _grow(cap.bbox, objs, False, xr)
@@ -343,6 +378,10 @@ def locate_floats(captions: list[Caption], body: float, furniture: set[int], sto
             votes[cap.kind]["up" if up.graphics else "down"] += 1
     out: list[Box | None] = []
     for cap, (up, down) in zip(captions, sides):
+        if cap.rotated:  # a landscape float: the rotated text of its page beside the caption
+            others = [ln.bbox for ln in cap.page.rotated_lines if ln is not cap.lines[0]]
+            out.append(union(others) if others else None)
+            continue
         if up.region is None or down.region is None:
             out.append(up.region if down.region is None else down.region)
             continue
@@ -462,11 +501,12 @@ _MATHY = re.compile(r"[=≤≥≈∝∑∏∫∈→←⇒∀∃∇∂≡≠<>]|\
 
 @dataclass
 class EquationDraft:
-    """A numbered display equation: its text, printed number and region on ``page``."""
+    """A display equation: its text (LaTeX when a backend gives it), printed number (``None`` when
+    unnumbered) and region ``(x0, y0, x1, y1)`` in points on ``page``."""
 
     page: PageLayout
     text: str
-    number: str
+    number: str | None
     bbox: Box
 
 
@@ -626,10 +666,11 @@ _NUMBERED_REF = re.compile(r"^\s*(\[\d{1,3}\]|\d{1,3}\.\s)")
 
 @dataclass
 class ReferenceDraft:
-    """One bibliography entry: its text and the page where it starts."""
+    """One bibliography entry: its text, the page where it starts and its first line."""
 
     text: str
     page: int
+    line: Line | None = None
 
 
 def split_references(lines: list[Line], pages: list[PageLayout], vocabulary: set[str]) -> list[ReferenceDraft]:
@@ -657,7 +698,7 @@ def split_references(lines: list[Line], pages: list[PageLayout], vocabulary: set
         if len(text) < 15 and out:  # a stray fragment: part of the previous entry
             out[-1].text = (out[-1].text + " " + text).strip()
             continue
-        out.append(ReferenceDraft(text=text, page=group[0].page))
+        out.append(ReferenceDraft(text=text, page=group[0].page, line=group[0]))
     return out
 
 

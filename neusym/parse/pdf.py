@@ -150,7 +150,10 @@ class PageLayout:
 
     ``number`` is 1-based; ``width``/``height`` in points; ``two_column`` tells whether the page
     was read as two columns split at ``column_split`` (x in points); ``rotated_boxes`` are the
-    boxes of rotated text (axis labels), which is kept out of the lines. Vector drawings and
+    boxes of rotated text (axis labels, landscape tables), which is kept out of the lines;
+    ``rotated_lines`` are the same text lines (one per PyMuPDF line, spans in writing order,
+    ``bbox`` the axis-aligned box on the page), used to find the captions of landscape floats.
+    Vector drawings and
     images are available lazily from :meth:`graphics_boxes`.
     """
 
@@ -159,6 +162,7 @@ class PageLayout:
     height: float
     blocks: list[Block]
     rotated_boxes: list[Box] = field(default_factory=list)
+    rotated_lines: list[Line] = field(default_factory=list)
     two_column: bool = False
     column_split: float = 0.0
     _page: pymupdf.Page | None = None
@@ -358,17 +362,24 @@ def _bold_font_name(font: str) -> bool:
     return bool(_BOLD_FONT.search(font))
 
 
-def _merge_rows(raw_lines: list[dict], page_no: int, rotated: list[Box] | None = None) -> list[Line]:
+def _merge_rows(
+    raw_lines: list[dict], page_no: int, rotated: list[Box] | None = None, rotated_lines: list[Line] | None = None
+) -> list[Line]:
     """Merge PyMuPDF lines of one block that sit on the same baseline into visual lines.
 
     Rotated lines (axis labels, the arXiv side stamp) are left out of the text; their boxes are
-    appended to ``rotated``.
+    appended to ``rotated`` and the lines themselves to ``rotated_lines``.
     """
     rows: list[list[dict]] = []
     for ln in raw_lines:
         if ln.get("dir", (1, 0))[0] < 0.99:
             if rotated is not None and any(s["text"].strip() for s in ln["spans"]):
                 rotated.append(tuple(ln["bbox"]))
+                if rotated_lines is not None:
+                    spans = [Span(s["text"], s["size"], _is_bold(s), s["font"], tuple(s["bbox"])) for s in ln["spans"] if s["text"]]
+                    text = render_spans(spans)
+                    if text:
+                        rotated_lines.append(Line(text=text, bbox=tuple(ln["bbox"]), spans=spans, page=page_no))
             continue
         if not any(s["text"].strip() for s in ln["spans"]):
             continue
@@ -419,10 +430,11 @@ def extract_page(page: pymupdf.Page, page_no: int) -> PageLayout:
     raw = page.get_text("dict", textpage=textpage)
     blocks: list[Block] = []
     rotated: list[Box] = []
+    rotated_lines: list[Line] = []
     for b in raw["blocks"]:
         if b.get("type", 0) != 0:
             continue
-        lines = _merge_rows(b["lines"], page_no, rotated)
+        lines = _merge_rows(b["lines"], page_no, rotated, rotated_lines)
         if not lines:
             continue
         blocks.append(Block(bbox=union([ln.bbox for ln in lines]), lines=lines))
@@ -431,6 +443,9 @@ def extract_page(page: pymupdf.Page, page_no: int) -> PageLayout:
         left = min(b.bbox[0] for b in blocks) - 4
         right = max(b.bbox[2] for b in blocks) + 4
         rotated = [r for r in rotated if r[2] > left and r[0] < right]
+
+    # rotated lines in the outer 6% of the page are stamps (arXiv id), not landscape floats
+    rotated_lines = [ln for ln in rotated_lines if ln.x0 > 0.06 * width and ln.x1 < 0.94 * width]
     split, two_col = _detect_columns(blocks, width)
     ordered = _reading_order(blocks, split, two_col)
     for i, block in enumerate(ordered):
@@ -442,6 +457,7 @@ def extract_page(page: pymupdf.Page, page_no: int) -> PageLayout:
         height=height,
         blocks=ordered,
         rotated_boxes=rotated,
+        rotated_lines=rotated_lines,
         two_column=two_col,
         column_split=split,
         _page=page,

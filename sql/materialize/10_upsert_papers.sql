@@ -4,7 +4,9 @@
 --   staged_metadata, staged_pages, staged_sections, staged_chunks, staged_tables, staged_images,
 --   staged_equations, staged_reference.
 -- A re-parsed paper replaces all of its previous rows (delete by paper, then insert), so rows of
--- elements that disappeared do not linger; unchanged input yields identical rows.
+-- elements that disappeared do not linger; unchanged input yields identical rows. Inserts name their
+-- columns: a database created before a column was added gets it appended by sql/schema.sql
+-- (ALTER TABLE ... ADD COLUMN IF NOT EXISTS), so column positions differ between databases.
 
 -- A crawled paper (one with provenance rows) keeps its crawled bibliographic fields; the parse
 -- contributes what only the PDF knows (pages, path, sha256) and fills the fields the crawl lacks.
@@ -51,29 +53,33 @@ SELECT section_id::UUID, section_title, section_content, section_summary, ordina
        level::INTEGER, parent_section_id::UUID, page_numbers::INTEGER[], ref_paper_id::UUID
 FROM staged_sections;
 
-INSERT INTO chunks
+INSERT INTO chunks (chunk_id, text_content, ordinal, page_number, ref_paper_id, ref_page_id, ref_section_id)
 SELECT chunk_id::UUID, text_content, ordinal::INTEGER, page_number::INTEGER, ref_paper_id::UUID,
-       ref_page_id::UUID
+       ref_page_id::UUID, ref_section_id::UUID
 FROM staged_chunks;
 
-INSERT INTO tables
+INSERT INTO tables (table_id, table_caption, table_content, table_summary, bounding_box, ordinal, page_number,
+                    ref_paper_id, ref_page_id, ref_section_id)
 SELECT table_id::UUID, table_caption, table_content, table_summary, bounding_box::DOUBLE[4],
-       ordinal::INTEGER, page_number::INTEGER, ref_paper_id::UUID, ref_page_id::UUID
+       ordinal::INTEGER, page_number::INTEGER, ref_paper_id::UUID, ref_page_id::UUID, ref_section_id::UUID
 FROM staged_tables;
 
-INSERT INTO images
-SELECT image_id::UUID, image_caption, image_summary, bounding_box::DOUBLE[4], ordinal::INTEGER,
-       page_number::INTEGER, ref_paper_id::UUID, ref_page_id::UUID
+INSERT INTO images (image_id, image_caption, image_summary, image_ocr_text, bounding_box, ordinal, page_number,
+                    ref_paper_id, ref_page_id, ref_section_id)
+SELECT image_id::UUID, image_caption, image_summary, image_ocr_text, bounding_box::DOUBLE[4], ordinal::INTEGER,
+       page_number::INTEGER, ref_paper_id::UUID, ref_page_id::UUID, ref_section_id::UUID
 FROM staged_images;
 
-INSERT INTO equations
+INSERT INTO equations (equation_id, equation_content, equation_number, bounding_box, ordinal, page_number,
+                       ref_paper_id, ref_page_id, ref_section_id)
 SELECT equation_id::UUID, equation_content, equation_number, bounding_box::DOUBLE[4],
-       ordinal::INTEGER, page_number::INTEGER, ref_paper_id::UUID, ref_page_id::UUID
+       ordinal::INTEGER, page_number::INTEGER, ref_paper_id::UUID, ref_page_id::UUID, ref_section_id::UUID
 FROM staged_equations;
 
-INSERT INTO reference
+INSERT INTO reference (reference_id, reference_content, ordinal, page_number, ref_paper_id, ref_page_id,
+                       ref_section_id)
 SELECT reference_id::UUID, reference_content, ordinal::INTEGER, page_number::INTEGER,
-       ref_paper_id::UUID, ref_page_id::UUID
+       ref_paper_id::UUID, ref_page_id::UUID, ref_section_id::UUID
 FROM staged_reference;
 
 -- A PDF that parses now is no longer quarantined (same bytes, or a fixed file at the same path).

