@@ -289,5 +289,124 @@ def export_parquet_cmd(
     console.print(t)
 
 
+eval_app = typer.Typer(no_args_is_help=True, help="Run and score AirQA-Real question files (paper §3).")
+app.add_typer(eval_app, name="eval")
+
+
+def _eval_error(message: object) -> None:
+    """Print an error on stderr unwrapped (file:line names stay greppable) and without markup."""
+    from rich.markup import escape
+
+    err.print(f"[red]error:[/red] {escape(str(message))}", soft_wrap=True, highlight=False)
+
+
+@eval_app.command("run")
+def eval_run_cmd(
+    questions: Path = typer.Argument(..., help="AirQA-Real JSONL (uuid, question, answer_format, tags, anchor_pdf, ...)."),
+    out: Path = typer.Option(..., "--out", help="Predictions JSONL; appended to, uuids already in it are skipped."),
+    method: str = typer.Option("neusym", "--method", help="neusym, question-only, title-abstract, full-text, "
+                               "classic-rag, iterative-classic-rag, two-stage-neu, iterative-neu, two-stage-sym, "
+                               "iterative-sym, two-stage-hybrid."),
+    concurrency: int = typer.Option(1, "--concurrency", help="Questions in parallel (for OpenAI-compatible "
+                                    "endpoints; the offline model serializes its calls)."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K questions of the file."),
+    retry_errors: bool = typer.Option(False, "--retry-errors", help="Re-run questions whose line has an error."),
+) -> None:
+    """Answer every question with one method, one JSON line per question (resumable)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .agent.llm import OpenAICompatibleLLM, make_llm
+    from .agent.methods import get_method
+    from .errors import NeusymError
+    from .evaluation.runner import run_eval
+
+    settings = _settings()
+    try:
+        chosen = get_method(method)
+    except NeusymError as exc:
+        _eval_error(exc)
+        raise typer.Exit(2)
+    if not settings.db_path.exists():
+        _eval_error(f"no corpus at {settings.db_path}; run `neusym ingest PATH` first")
+        raise typer.Exit(2)
+    llm = make_llm(settings)
+    if concurrency > 1 and not isinstance(llm, OpenAICompatibleLLM):
+        err.print("[yellow]note:[/yellow] the offline model answers one request at a time; --concurrency > 1 "
+                  "only overlaps retrieval and defeats its prompt cache", soft_wrap=True)
+    progress = Progress(TextColumn(f"{chosen.name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("{task.fields[last]}"), console=err)
+    task = [None]
+    errors = [0]
+
+    def on_start(n: int) -> None:
+        task[0] = progress.add_task(chosen.name, total=n, last="")
+
+    def on_item(record: dict) -> None:
+        errors[0] += bool(record["error"])
+        status = "error" if record["error"] else f"{record['turns']} turns, {record['seconds']:.0f} s"
+        progress.update(task[0], advance=1, last=f"{record['uuid'][:8]}: {status}; errors {errors[0]}")
+
+    try:
+        with progress:
+            report = run_eval(questions, out, settings=settings, method=chosen, llm=llm, concurrency=concurrency,
+                              limit=limit, retry_errors=retry_errors, on_start=on_start, on_item=on_item)
+    except NeusymError as exc:
+        _eval_error(exc)
+        raise typer.Exit(2)
+    except ValueError as exc:
+        _eval_error(exc)
+        raise typer.Exit(2)
+    err.print(f"{report.selected} questions: {report.skipped} already in {out}, {report.answered} answered, "
+              f"{report.errors} errors, {report.seconds:.1f} s", soft_wrap=True, markup=False, highlight=False)
+
+
+@eval_app.command("score")
+def eval_score_cmd(
+    questions: Path = typer.Argument(..., help="AirQA-Real JSONL with an evaluator per question."),
+    predictions: Path = typer.Argument(..., help="Predictions JSONL from `neusym eval run` (matched by uuid)."),
+    judge_llm: Optional[str] = typer.Option(None, "--judge-llm", help="Judge for subjective items: an "
+                                            "OpenAI-compatible base URL, or 'offline'; default the configured LLM."),
+    judge_model: Optional[str] = typer.Option(None, "--judge-model", help="Model name at --judge-llm."),
+    as_json: bool = typer.Option(False, "--json", help="Print {overall, by_tag, items: [{uuid, score, error}]}."),
+) -> None:
+    """Score predictions by uuid: overall and per-tag accuracy, mean turns, tokens and seconds."""
+    from .errors import NeusymError
+    from .evaluation.scoring import make_judge, score_predictions
+
+    settings = _settings()
+    if not predictions.is_file():
+        _eval_error(f"predictions file {predictions} does not exist")
+        raise typer.Exit(2)
+    try:
+        report = score_predictions(questions, predictions,
+                                   judge_factory=lambda: make_judge(settings, judge_llm, judge_model))
+    except NeusymError as exc:
+        _eval_error(exc)
+        raise typer.Exit(2)
+    if as_json:
+        print(json.dumps(report.to_json(), ensure_ascii=False))
+        return
+    t = Table(title=f"{predictions.name}: accuracy over {len(report.items)} questions")
+    t.add_column("split")
+    t.add_column("n", justify="right")
+    t.add_column("accuracy", justify="right")
+    t.add_row("overall", str(len(report.items)), f"{100 * report.overall:.1f}%")
+    for tag, acc in report.by_tag.items():
+        t.add_row(tag, str(report.tag_counts[tag]), f"{100 * acc:.1f}%")
+    console.print(t)
+    m = report.means
+
+    def fmt(value, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    console.print(f"per question: {fmt(m['turns'], 2)} turns, {fmt(m['prompt_tokens'], 0)} prompt + "
+                  f"{fmt(m['completion_tokens'], 0)} completion tokens, {fmt(m['seconds'])} s", soft_wrap=True)
+    console.print(f"missing predictions {report.missing}, run errors {report.run_errors}, evaluation errors "
+                  f"{report.eval_errors}, predictions of unknown uuids {report.unknown_predictions}", soft_wrap=True)
+    for item in report.items:
+        if item.error:
+            err.print(f"{item.uuid}: {item.error}", soft_wrap=True, markup=False, highlight=False)
+
+
 if __name__ == "__main__":
     app()

@@ -91,6 +91,12 @@ class Settings(BaseSettings):
     observation_max_tokens: int = Field(
         1500, description="Observation budget per turn in LLM tokens (approximated as 4 characters per token)."
     )
+    eval_context_max_tokens: int = Field(
+        5000,
+        description="Context a method injects before the first turn (classic-rag chunks, title-abstract, the "
+        "full-text cutoff), in LLM tokens (4 characters each); the paper's 5k.",
+    )
+    eval_classic_rag_top_k: int = Field(4, description="Chunks classic-rag retrieves with the question (paper: 4).")
     # -- LLM -----------------------------------------------------------------------------------
     llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; unset = offline local model.")
     llm_model: str = "qwen2.5-coder-1.5b-instruct"

@@ -23,6 +23,7 @@ import base64
 import json
 import math
 import re
+import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -382,6 +383,10 @@ class Environment:
     :class:`neusym.vectorstore.VectorStore` is opened lazily on first use (local Qdrant holds a file
     lock, so close the environment when done). If it cannot be opened, vector search is reported as
     unavailable and removed from the action space instead of failing the run.
+
+    One environment may serve several agent threads (``neusym eval run --concurrency``): opening the
+    vector store and every search are serialized by a lock (embedded Qdrant is not thread-safe);
+    SQL opens its own read-only connection per query.
     """
 
     def __init__(self, settings: Settings, *, vectorstore: Any = None, db_schema: str | None = None):
@@ -390,6 +395,7 @@ class Environment:
         self._owns_vectorstore = vectorstore is None
         self._vectorstore_error: str | None = None
         self._db_schema = db_schema
+        self._lock = threading.RLock()
 
     # -- SQL -----------------------------------------------------------------------------------
     @property
@@ -424,6 +430,10 @@ class Environment:
     @property
     def vectorstore(self) -> Any:
         """The vector store, opened on first access; raises :class:`ActionError` when unavailable."""
+        with self._lock:
+            return self._open_vectorstore()
+
+    def _open_vectorstore(self) -> Any:
         if self._vectorstore is None:
             if self._vectorstore_error is not None:
                 raise ActionError(f"the vectorstore is unavailable: {self._vectorstore_error}")
@@ -463,11 +473,19 @@ class Environment:
             pairs = pairs or getattr(module, "ENCODABLE_COLUMNS", None)
         return (list(collections) if collections else None, [tuple(p) for p in pairs] if pairs else None)
 
+    def search(self, query: str, collection_name: str, table_name: str, column_name: str, filter: str = "",
+               limit: int = 5) -> list[dict]:
+        """One vector-store search (see :meth:`neusym.vectorstore.VectorStore.search`), serialized
+        across threads; raises :class:`ActionError` when the store is unavailable or rejects the input."""
+        with self._lock:
+            return self.vectorstore.search(query, collection_name, table_name, column_name, filter, limit)
+
     def close(self) -> None:
         """Close the vector store if this environment opened it."""
-        if self._vectorstore is not None and self._owns_vectorstore:
-            self._vectorstore.close()
-            self._vectorstore = None
+        with self._lock:
+            if self._vectorstore is not None and self._owns_vectorstore:
+                self._vectorstore.close()
+                self._vectorstore = None
 
     def __enter__(self) -> "Environment":
         return self
@@ -485,13 +503,15 @@ def _error(message: str, max_tokens: int) -> Observation:
     return Observation(text=truncate_observation(f"[Error]: {message}", max_tokens), error=True)
 
 
-def execute_action(action: Action, env: Environment) -> Observation:
+def execute_action(action: Action, env: Environment, *, max_tokens: int | None = None) -> Observation:
     """Run one validated action in ``env`` and return its observation (never raises for bad input).
 
     Errors from the action (:class:`ActionError`, unsafe or failing SQL, SQL timeouts, vector store
-    errors, missing PDF files) become an observation starting with ``[Error]:``.
+    errors, missing PDF files) become an observation starting with ``[Error]:``. The observation is
+    cut to ``max_tokens`` (default ``settings.observation_max_tokens``; methods that inline a
+    paper's text pass their own context budget).
     """
-    max_tokens = env.settings.observation_max_tokens
+    max_tokens = env.settings.observation_max_tokens if max_tokens is None else int(max_tokens)
     try:
         if action.action_type == "GenerateAnswer":
             return Observation(text="", terminal=True, answer=action.parameters["answer"])
@@ -584,7 +604,7 @@ def _vector_search(params: dict, env: Environment) -> str:
     if limit > MAX_VECTOR_LIMIT:
         note = f" (limit {limit} reduced to {MAX_VECTOR_LIMIT})"
         limit = MAX_VECTOR_LIMIT
-    hits = env.vectorstore.search(
+    hits = env.search(
         params["query"],
         params["collection_name"],
         params["table_name"],

@@ -19,6 +19,8 @@ Message layout (kept stable so llama.cpp's prompt cache reuses the prefix):
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ from neusym.agent.actions import (
     validate_action,
 )
 from neusym.agent.llm import LLM, ContextOverflowError, LLMReply, make_llm
+from neusym.agent.methods import Method, MethodError, context_actions, get_method
 from neusym.errors import ActionError, NeusymError
 from neusym.settings import Settings
 
@@ -72,7 +75,9 @@ def _fill(template: str, **values: str) -> str:
 class Step:
     """One turn: the model's ``thought``, the ``action`` name, its ``arguments`` and the
     ``observation`` text it produced (empty for GenerateAnswer). ``error`` marks invalid or failed
-    actions; ``raw`` is the model's reply verbatim; ``image_png_base64`` holds the ViewImage PNG."""
+    actions; ``raw`` is the model's reply verbatim (empty for ``fixed`` steps); ``image_png_base64``
+    holds the ViewImage PNG. ``fixed`` marks an action the method performed for the model before
+    its first turn (e.g. Classic RAG's chunk retrieval): no LLM call, no tokens."""
 
     thought: str
     action: str
@@ -86,6 +91,7 @@ class Step:
     cached_tokens: int = 0
     image_png_base64: str | None = None
     image_size: tuple[int, int] | None = None
+    fixed: bool = False
 
     def to_dict(self, *, include_images: bool = False) -> dict:
         """JSON-ready dict; the PNG is included only with ``include_images`` (it can be ~1 MB)."""
@@ -99,6 +105,7 @@ class Step:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
+            "fixed": self.fixed,
         }
         if self.image_size:
             out["image_size"] = list(self.image_size)
@@ -110,8 +117,8 @@ class Step:
 @dataclass
 class AgentResult:
     """Outcome of :func:`answer_question`: the ``answer`` (None when the model never answered),
-    the ``trajectory`` of steps, ``turns`` (LLM calls), token usage, wall-clock ``seconds`` and
-    ``stop_reason``: ``answered`` or ``max_turns``."""
+    the ``trajectory`` of steps, ``turns`` (LLM calls), token usage, wall-clock ``seconds``,
+    ``stop_reason`` (``answered`` or ``max_turns``) and the ``method`` name."""
 
     question: str
     answer: Any
@@ -123,11 +130,13 @@ class AgentResult:
     seconds: float = 0.0
     stop_reason: str = "answered"
     prompt_chars: int = 0
+    method: str = "neusym"
 
     def to_dict(self, *, include_images: bool = False) -> dict:
         """JSON-ready dict (for ``neusym ask --json``)."""
         return {
             "question": self.question,
+            "method": self.method,
             "answer": self.answer,
             "stop_reason": self.stop_reason,
             "turns": self.turns,
@@ -152,24 +161,125 @@ def system_prompt(db_schema: str, vs_schema: str, *, bm25_collection: str = "tex
     return f"{text}\n\n## [Database Schema]\n{db_schema.strip()}\n\n## [Vectorstore Schema]\n{vs_schema.strip()}"
 
 
+_TWO_STAGE_RETRIEVAL = {
+    ("RetrieveFromDatabase",): ("RetrieveFromDatabase: one SQL query on the database", "The [Database Schema] is"),
+    ("RetrieveFromVectorstore",): (
+        "RetrieveFromVectorstore: one similarity search in the vectorstore",
+        "The [Vectorstore Schema] is",
+    ),
+    ("RetrieveFromDatabase", "RetrieveFromVectorstore"): (
+        "either RetrieveFromDatabase: one SQL query on the database, or RetrieveFromVectorstore: one similarity "
+        "search in the vectorstore",
+        "The [Database Schema] and the [Vectorstore Schema] are",
+    ),
+}
+_EXAMPLE_HEAD = re.compile(r"^Example \d+\s*$", re.M)
+_EXAMPLE_ACTION = re.compile(r'"action_type":\s*"(\w+)"')
+
+
+def _actions_section(types: tuple[str, ...], fixed: dict) -> str:
+    """agent_actions.md restricted to the lines of ``types``, plus a line per fixed parameter set."""
+    lines = []
+    for line in load_prompt("agent_actions.md").splitlines():
+        match = re.match(r"- (\w+)\(", line)
+        if match is None or match.group(1) in types:
+            lines.append(line)
+    for action_type, params in fixed.items():
+        if action_type in types and params:
+            pinned = ", ".join(f'{k} = "{v}"' for k, v in params.items())
+            lines.append(f"- In this task {action_type} always uses {pinned}.")
+    return "\n".join(lines)
+
+
+def _examples_section(types: tuple[str, ...]) -> str | None:
+    """The few-shot examples of agent_examples.md whose actions are all in ``types`` (renumbered)."""
+    text = load_prompt("agent_examples.md")
+    heads = list(_EXAMPLE_HEAD.finditer(text))
+    if not heads:
+        return None
+    header = text[: heads[0].start()].rstrip()
+    kept = []
+    for i, head in enumerate(heads):
+        block = text[head.start() : heads[i + 1].start() if i + 1 < len(heads) else len(text)].strip()
+        if all(a in types for a in _EXAMPLE_ACTION.findall(block)):
+            kept.append(_EXAMPLE_HEAD.sub(f"Example {len(kept) + 1}", block, count=1))
+    return header + "\n" + "\n\n".join(kept) if kept else None
+
+
+def method_system_prompt(
+    method: "Method | str | None",
+    db_schema: str,
+    vs_schema: str,
+    *,
+    bm25_collection: str = "text_bm25_en",
+) -> str:
+    """The static prompt of ``method`` (see :mod:`neusym.agent.methods`).
+
+    ``neusym`` gets exactly :func:`system_prompt`. Other methods get their own system text, only
+    the action lines they may use (GenerateAnswer always), the interaction section for iterative
+    methods, their hints, the few-shot examples whose actions they allow, and only the schemas of
+    the stores they may query ([Database Schema] with RetrieveFromDatabase, [Vectorstore Schema]
+    with RetrieveFromVectorstore). Raises :class:`MethodError` for an unknown method name.
+    """
+    method = get_method(method)
+    if method.name == "neusym":
+        return system_prompt(db_schema, vs_schema, bm25_collection=bm25_collection)
+    types = method.prompt_types()
+    intro = load_prompt(method.system)
+    retrieval = tuple(a for a in ("RetrieveFromDatabase", "RetrieveFromVectorstore") if a in method.actions)
+    if retrieval in _TWO_STAGE_RETRIEVAL:
+        what, schemas = _TWO_STAGE_RETRIEVAL[retrieval]
+        intro = _fill(intro, retrieval=what, schemas=schemas)
+    parts = [intro, _actions_section(types, dict(method.fixed_parameters))]
+    if method.framework and not method.one_shot:
+        parts.append(load_prompt("agent_framework.md"))
+    if method.hints:
+        parts.append(load_prompt(method.hints))
+    if method.examples and not method.one_shot:
+        examples = _examples_section(types)
+        if examples:
+            parts.append(examples)
+    collection = method.fixed_parameters.get("RetrieveFromVectorstore", {}).get("collection_name", bm25_collection)
+    text = _fill("\n\n".join(parts), bm25_collection=str(collection))
+    if method.uses_database:
+        text += f"\n\n## [Database Schema]\n{db_schema.strip()}"
+    if method.uses_vectorstore:
+        text += f"\n\n## [Vectorstore Schema]\n{vs_schema.strip()}"
+    return text
+
+
 def task_prompt(
     question: str,
     *,
     answer_format: str | None,
     max_turns: int,
     papers: list[tuple[str, str | None]] | None = None,
+    actions: tuple[str, ...] | None = None,
+    conferences: list[str] | None = None,
 ) -> str:
-    """The per-question user message: question, answer format, focus papers (id, title or None)."""
+    """The per-question user message: question, answer format, focus papers (id, title or None).
+
+    ``actions``: the action types of the method (default: all); the reminder to restrict searches
+    to the papers names SQL only when RetrieveFromDatabase is among them and vector filters only
+    with RetrieveFromVectorstore. ``conferences``: AirQA ``conference`` values (e.g. ``acl2023``),
+    shown as the search scope of paper-retrieval questions.
+    """
+    actions = tuple(actions) if actions is not None else ACTION_TYPES
     paper_block = ""
+    if conferences:
+        paper_block += "[Conferences]: " + ", ".join(conferences) + " (the answer is a paper published there)\n"
     if papers:
         lines = []
         for pid, title in papers:
             lines.append(f"{pid} ({title})" if title else f"{pid} (not found in metadata)")
-        paper_block = (
-            "[Paper IDs]: " + "; ".join(lines) + "\n"
-            "Restrict every SQL query (ref_paper_id / paper_id) and every vector search filter (paper_id == '...') "
-            "to these papers.\n"
-        )
+        paper_block += "[Paper IDs]: " + "; ".join(lines) + "\n"
+        where = []
+        if "RetrieveFromDatabase" in actions:
+            where.append("every SQL query (ref_paper_id / paper_id)")
+        if "RetrieveFromVectorstore" in actions:
+            where.append("every vector search filter (paper_id == '...')")
+        if where:
+            paper_block += "Restrict " + " and ".join(where) + " to these papers.\n"
     return _fill(
         load_prompt("agent_task.md"),
         question=question.strip(),
@@ -304,6 +414,8 @@ def answer_question(
     answer_format: str | None = None,
     env: Environment | None = None,
     on_step: Callable[[Step], None] | None = None,
+    method: "Method | str | None" = None,
+    conferences: list[str] | None = None,
 ) -> AgentResult:
     """Answer ``question`` over the corpus of ``settings`` with the NeuSym-RAG ReAct agent.
 
@@ -311,61 +423,107 @@ def answer_question(
     papers to focus on (named in the task prompt with their titles, with a reminder to filter by
     them); ``answer_format``: the required format of the answer; ``env``: an
     :class:`Environment` (default: one over ``settings``, closed on return); ``on_step``: called
-    with each :class:`Step` as soon as it is complete (for live tracing).
+    with each :class:`Step` as soon as it is complete (for live tracing). ``method``: a
+    :class:`neusym.agent.methods.Method` or its name (default ``neusym``) restricting the action
+    space, the turns, fixed parameters, injected context and the prompt (the paper's baselines);
+    ``conferences``: AirQA ``conference`` scope shown in the task prompt.
 
-    Runs at most ``settings.agent_max_turns`` turns; invalid replies, unknown actions, failing
+    Runs at most ``settings.agent_max_turns`` turns (one-shot methods 1, two-stage methods 2);
+    invalid replies, unknown or disallowed actions, fixed parameters changed by the model, failing
     actions and repeated identical actions produce an error observation and the loop continues;
     the last turn only allows GenerateAnswer. Raises :class:`neusym.agent.llm.LLMError` when the
-    backend itself fails (unreachable endpoint, model cannot load, prompt larger than the context).
+    backend itself fails (unreachable endpoint, model cannot load, prompt larger than the context)
+    and :class:`neusym.agent.methods.MethodError` for an unknown method or one that needs the
+    vectorstore when it is unavailable.
     """
     started = time.monotonic()
+    method = get_method(method)
     own_env = env is None
     env = env or Environment(settings)
     llm = llm or make_llm(settings)
-    max_turns = max(1, int(settings.agent_max_turns))
-    result = AgentResult(question=question, answer=None)
+    max_turns = max(1, int(method.max_turns or settings.agent_max_turns))
+    result = AgentResult(question=question, answer=None, method=method.name)
     try:
-        vs_ok = env.vectorstore_available()
-        collections, encodable = env.vectorstore_catalog() if vs_ok else (None, None)
-        allowed = tuple(a for a in ACTION_TYPES if vs_ok or a != "RetrieveFromVectorstore")
+        vs_ok = env.vectorstore_available() if method.needs_vectorstore else False
+        if method.needs_vectorstore and not vs_ok and not method.uses_database:
+            raise MethodError(f"method {method.name} needs the vectorstore: {env.vectorstore_schema()}")
+        collections, encodable = env.vectorstore_catalog() if vs_ok and method.uses_vectorstore else (None, None)
+        fixed_vs = method.fixed_parameters.get("RetrieveFromVectorstore", {})
+        if "collection_name" in fixed_vs:
+            collections = [fixed_vs["collection_name"]]
+        if "table_name" in fixed_vs and "column_name" in fixed_vs:
+            encodable = [(fixed_vs["table_name"], fixed_vs["column_name"])]
+        allowed = method.answer_types(vectorstore=vs_ok)
         bm25 = next((c for c in (collections or []) if "bm25" in c), (collections or ["text_bm25_en"])[0])
-        system = system_prompt(env.database_schema(), env.vectorstore_schema(), bm25_collection=bm25)
+        db_schema = env.database_schema() if method.uses_database else ""
+        vs_schema = env.vectorstore_schema() if method.uses_vectorstore else ""
+        system = method_system_prompt(method, db_schema, vs_schema, bm25_collection=bm25)
         papers = _paper_titles(env, paper_ids) if paper_ids else None
-        task = task_prompt(question, answer_format=answer_format, max_turns=max_turns, papers=papers)
+        task = task_prompt(
+            question,
+            answer_format=answer_format,
+            max_turns=max_turns,
+            papers=papers if method.paper_ids_in_prompt else None,
+            actions=allowed,
+            conferences=conferences,
+        )
         extended = bool(getattr(llm, "supports_max_length", True))  # maxLength / pattern keywords
+        schemas: dict[tuple[str, ...], dict] = {}
 
         def schema_for(types: tuple[str, ...]) -> dict:
-            return action_json_schema(
-                allowed=types,
-                collections=collections,
-                encodable=encodable,
-                max_thought_chars=400 if extended else None,
-                filter_pattern=extended,
-            )
+            if types not in schemas:
+                schemas[types] = action_json_schema(
+                    allowed=types,
+                    collections=collections,
+                    encodable=encodable,
+                    max_thought_chars=400 if extended else None,
+                    filter_pattern=extended,
+                )
+            return schemas[types]
 
-        schema_all = schema_for(allowed)
-        schema_last = schema_for(("GenerateAnswer",))
         banned: dict[str, int] = {}  # action type repeated verbatim → last turn it stays disabled
         max_tokens = int(settings.llm_max_tokens)
         ctx = _Context(budget=int(settings.llm_context_tokens) - max_tokens - 64)
         last_note = "This is your last turn: call GenerateAnswer now with your best answer."
         messages: list[dict] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-        if max_turns == 1:
-            messages[-1]["content"] += "\n" + last_note
         result.prompt_chars = len(system) + len(task)
         obs_idx: list[int] = []
+        # retrievals the method performs for the model (classic-rag chunks, title + abstract, full text)
+        focus = [pid for pid, _ in papers] if papers else []
+        for action, budget in context_actions(
+            method, question, focus, top_k=settings.eval_classic_rag_top_k, max_tokens=settings.eval_context_max_tokens
+        ):
+            step_started = time.monotonic()
+            obs = execute_action(action, env, max_tokens=budget)
+            step = Step(
+                thought=f"(retrieval fixed by the method {method.name})",
+                action=action.action_type,
+                arguments=dict(action.parameters),
+                observation=obs.text,
+                error=obs.error,
+                fixed=True,
+            )
+            step.seconds = time.monotonic() - step_started
+            result.trajectory.append(step)
+            if on_step:
+                on_step(step)
+            reply_text = json.dumps(
+                {"thought": step.thought, "action": {"action_type": action.action_type, "parameters": action.parameters}},
+                ensure_ascii=False,
+            )
+            messages.append({"role": "assistant", "content": reply_text})
+            messages.append(_observation_message(obs.text, None, llm))
+            obs_idx.append(len(messages) - 1)
+        if max_turns == 1:
+            messages[-1]["content"] += "\n" + last_note
         seen: dict[str, int] = {}
         for turn in range(1, max_turns + 1):
             last = turn == max_turns
             turn_started = time.monotonic()
+            phase = ("GenerateAnswer",) if last or not allowed else allowed
             blocked = {a for a, until in banned.items() if until >= turn}
-            if last:
-                schema = schema_last
-            elif blocked:
-                schema = schema_for(tuple(a for a in allowed if a not in blocked))
-            else:
-                schema = schema_all
-            reply = _chat(llm, messages, ctx, obs_idx, schema, max_tokens)
+            offered = tuple(a for a in phase if a not in blocked) or phase
+            reply = _chat(llm, messages, ctx, obs_idx, schema_for(offered), max_tokens)
             result.turns = turn
             result.prompt_tokens += reply.prompt_tokens
             result.completion_tokens += reply.completion_tokens
@@ -388,8 +546,16 @@ def answer_question(
                 step.arguments = raw_action.get("parameters") if isinstance(raw_action.get("parameters"), dict) else {}
                 action = validate_action(raw_action)
                 step.arguments = action.parameters
-                if last and action.action_type != "GenerateAnswer":
-                    raise ActionError("this was the last turn; only GenerateAnswer is allowed")
+                if action.action_type not in phase:
+                    if last:
+                        raise ActionError("this was the last turn; only GenerateAnswer is allowed")
+                    raise ActionError(
+                        f"{action.action_type} is not available in this task (method {method.name}); "
+                        f"use one of {', '.join(phase)}"
+                    )
+                problem = method.check_fixed(action)
+                if problem:
+                    raise ActionError(problem)
                 key = action.key()
                 if key in seen and action.action_type != "GenerateAnswer":
                     step.error = True
@@ -422,7 +588,7 @@ def answer_question(
                 step.observation = (
                     f"[Error]: invalid action: {exc}.{cut} Reply with one JSON object "
                     '{"thought": "...", "action": {"action_type": "<one of '
-                    + ", ".join(allowed)
+                    + ", ".join(offered)
                     + '>", "parameters": {...}}}.'
                 )
             step.seconds = time.monotonic() - turn_started
@@ -447,6 +613,7 @@ __all__ = [
     "Step",
     "answer_question",
     "load_prompt",
+    "method_system_prompt",
     "system_prompt",
     "task_prompt",
 ]
