@@ -161,7 +161,7 @@ CREATE TABLE IF NOT EXISTS equations (
     ref_page_id UUID NOT NULL,
     ref_section_id UUID
 );
-COMMENT ON TABLE equations IS 'One row per numbered display equation in each paper.';
+COMMENT ON TABLE equations IS 'One row per display equation in each paper: every numbered one; unnumbered ones (equation_number NULL) when a layout model or MinerU found them.';
 COMMENT ON COLUMN equations.equation_id IS 'A unique identifier for each equation.';
 COMMENT ON COLUMN equations.equation_content IS 'The content of the equation (plain text as extracted from the PDF, LaTeX when available).';
 COMMENT ON COLUMN equations.equation_number IS 'The printed equation number, e.g. "3"; NULL if unnumbered.';

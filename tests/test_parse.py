@@ -30,7 +30,9 @@ LONGEVAL = SAMPLES / "eacl2023_2023.eacl-main.121_LongEval.pdf"
 NAACL = SAMPLES / "naacl2018_N18-3011_SemanticScholarLiteratureGraph.pdf"
 RAG_TRAP = REPO / "tests" / "fixtures" / "arxiv2005.11401_RAG_first3pages_NeuSymRAG-test_pdf.pdf"
 
-SETTINGS = Settings(chunk_tokens=256)
+# the PyMuPDF backend: what this file pins down is the text parser itself (tests/test_extraction.py
+# covers the layout and MinerU backends, which refine its regions, cells and equations)
+SETTINGS = Settings(chunk_tokens=256, parse_backend="pymupdf")
 
 # page counts from /work/shared/corpus/MANIFEST.md
 PAGES = {SPECTER: 13, POPQA: 18, DECOMPX: 14, LONGEVAL: 20, NAACL: 8}

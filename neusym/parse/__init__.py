@@ -307,7 +307,7 @@ def _build(
     # -- equations -------------------------------------------------------------------------
     equation_rows: list[Equation] = []
     eq_ordinals: Counter[int] = Counter()
-    for eq in sorted(equations, key=lambda e: (e.page.number, e.bbox[1])):
+    for eq in sorted(equations, key=lambda e: (e.page.number, index.reading_position(e.page.number, e.bbox), e.bbox[1])):
         n = eq_ordinals[eq.page.number]
         eq_ordinals[eq.page.number] += 1
         equation_rows.append(

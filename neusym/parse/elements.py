@@ -27,7 +27,8 @@ Table cells (``table_content``)
     neither yields at least 2 rows x 2 columns.
 
 Equations
-    A numbered display equation is a line ending with "(N)" at the right edge of its column
+    A numbered display equation is a line ending with "(N)" ("(3)", "(A.2)", "(S7)", "(4b)") at
+    the right edge of its column
     whose remaining text (or the lines on the same row to its left) is math-like (math fonts or
     symbols, an "="). Lines of the same display directly above that are math-like join it.
 
@@ -495,7 +496,7 @@ def _words_grid(page: PageLayout, region: Box) -> str | None:
 
 # ------------------------------------------------------------------------------------ equations
 
-_EQ_NUMBER = re.compile(r"^(?P<body>.*?)\s*\((?P<num>(?:[A-Z]\.)?\d{1,3}[a-z]?)\)\s*$")
+_EQ_NUMBER = re.compile(r"^(?P<body>.*?)\s*\((?P<num>(?:[A-Z]\.?)?\d{1,3}[a-z]?)\)\s*$")
 _MATHY = re.compile(r"[=≤≥≈∝∑∏∫∈→←⇒∀∃∇∂≡≠<>]|\\[a-z]+")
 
 
@@ -651,6 +652,11 @@ def _layout_starts(lines: list[Line], pages: list[PageLayout]) -> list[bool]:
             else:
                 starts[i] = (ln.page, ln.block) != (before.page, before.block)
     return starts
+
+
+def looks_like_sentence(text: str) -> bool:
+    """Prose rather than math: 6+ lower-case words of 3+ letters making 60% of the tokens."""
+    return _looks_like_sentence(text)
 
 
 def _looks_like_sentence(text: str) -> bool:

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import pymupdf
 
-from .elements import EquationDraft
+from .elements import EquationDraft, looks_like_sentence
 from .pdf import Box, OpenedPDF, PageLayout, union
 
 LAYOUT_DPI = 96
@@ -165,7 +165,7 @@ def match_box(heuristic: Box | None, caption: Box | None, boxes: list[Box], used
     return best
 
 
-_NUMBER_AT_END = re.compile(r"\((?P<num>(?:[A-Z]\.)?\d{1,3}[a-z]?)\)\s*$")
+_NUMBER_AT_END = re.compile(r"\((?P<num>(?:[A-Z]\.?)?\d{1,3}[a-z]?)\)\s*$")
 
 
 def _display_math_pages(pages: list[PageLayout]) -> set[int]:
@@ -234,19 +234,74 @@ def refine_with_layout(opened: OpenedPDF, floats: list, equations: list[Equation
                 continue
             hit = [e for e in out_eqs if e.page is page and _overlap(e.bbox, box) > 0.3 * min(_area(box), _area(e.bbox))]
             if hit:
+                trimmed = display_lines_box(page, box)
                 for e in hit:
-                    e.bbox = union([e.bbox, box])
+                    if trimmed is not None and len(hit) == 1:  # one box over several numbers: ambiguous
+                        e.bbox = union([e.bbox, trimmed])
                 continue
             if any(_overlap(box, t) > 0.5 * _area(box) for t in taken):
                 continue  # math inside a table or figure
-            text = " ".join(opened.doc[number - 1].get_text("text", clip=pymupdf.Rect(box)).split())
-            if not text or score < 0.6 or not _math_text(text):
+            if score < 0.6:
                 continue
-            m = _NUMBER_AT_END.search(text)
-            out_eqs.append(
-                EquationDraft(page=page, text=text[: m.start()].strip() if m else text, number=m.group("num") if m else None, bbox=box)
-            )
+            draft = display_in_box(page, box)
+            if draft is not None and not any(e.page is page and _overlap(e.bbox, draft.bbox) > 0 for e in out_eqs):
+                out_eqs.append(draft)
     return floats, out_eqs
+
+
+def _box_lines(page: PageLayout, box: Box) -> list:
+    """Text lines of ``page`` whose centres lie in ``box``, sentences left out (a model's box often
+    cuts into the line of prose above or below a display)."""
+    return [
+        ln for ln in page.lines
+        if box[0] - 1 <= (ln.x0 + ln.x1) / 2 <= box[2] + 1 and box[1] - 1 <= (ln.y0 + ln.y1) / 2 <= box[3] + 1
+        and not _prose(ln)
+    ]
+
+
+def _prose(line) -> bool:
+    """A line of prose: a sentence, or 4+ lower-case words with under 20% math characters."""
+    if looks_like_sentence(line.text):
+        return True
+    return len(re.findall(r"\b[a-z]{3,}\b", line.text)) >= 4 and line.math_fraction() < 0.2
+
+
+def display_lines_box(page: PageLayout, box: Box) -> Box | None:
+    """The union of the non-sentence text lines inside a model's equation box (``None`` if none):
+    the part of the box that is the display."""
+    lines = _box_lines(page, box)
+    return union([ln.bbox for ln in lines]) if lines else None
+
+
+_NUMBER_ONLY = re.compile(r"^\((?P<num>(?:[A-Z]\.?)?\d{1,3}[a-z]?)\)$")
+
+
+def display_in_box(page: PageLayout, box: Box, latex: str | None = None) -> EquationDraft | None:
+    """A display equation from a model's box: the text lines whose centres lie in ``box`` (not
+    sentences; the region is their union), and its
+    number, either "(N)" ending the last line or a lone "(N)" on the box's rows at the right of it
+    (then the region grows to include it). ``latex`` replaces the text when given. ``None`` when the
+    box holds no text or reads like a sentence rather than math."""
+    members = _box_lines(page, box)
+    number = None
+    lone = [
+        ln for ln in page.lines
+        if _NUMBER_ONLY.match(ln.text) and ln.x0 >= box[0] and min(ln.y1, box[3]) - max(ln.y0, box[1]) > 0.3 * ln.height
+    ]
+    if lone:
+        number = _NUMBER_ONLY.match(lone[0].text).group("num")
+        members = [ln for ln in members if ln is not lone[0]]
+    if not members:
+        return None
+    region = union([ln.bbox for ln in members] + ([lone[0].bbox] if lone else []))
+    members.sort(key=lambda ln: (round((ln.y0 + ln.y1) / 2 / max(1.0, ln.height)), ln.x0))
+    text = " ".join(ln.text for ln in members)
+    m = _NUMBER_AT_END.search(text)
+    if m and number is None:
+        number, text = m.group("num"), text[: m.start()].strip()
+    if not _math_text(text):
+        return None
+    return EquationDraft(page=page, text=latex or text, number=number, bbox=region)
 
 
 _MATH = re.compile(r"[=≤≥≈∝∑∏∫∈→←⇒∀∃∇∂≡≠<>+−×·^_|]")
@@ -258,4 +313,4 @@ def _math_text(text: str) -> bool:
     return bool(_MATH.search(text)) and len(words) <= 6
 
 
-__all__ = ["LAYOUT_DPI", "html_cell_count", "html_tables", "layout_engine", "match_box", "page_regions", "refine_with_layout"]
+__all__ = ["LAYOUT_DPI", "display_in_box", "display_lines_box", "html_cell_count", "html_tables", "layout_engine", "match_box", "page_regions", "refine_with_layout"]

@@ -73,6 +73,22 @@ class SectionIndex:
                 return self.of_line(earlier.lines[-1])
         return None
 
+    def reading_position(self, page_number: int, bbox: Box) -> int:
+        """Reading-order position of a region: that of the first line inside it, else just after
+        the last line above it in its column, else the start of the page (for ordering elements)."""
+        page = self.pages[page_number - 1]
+        inside = [
+            ln for ln in page.lines
+            if bbox[0] - 1 <= (ln.x0 + ln.x1) / 2 <= bbox[2] + 1 and bbox[1] - 1 <= (ln.y0 + ln.y1) / 2 <= bbox[3] + 1
+        ]
+        if inside:
+            return min(self._order[id(ln)] for ln in inside)
+        col = page.column_of(bbox)
+        above = [ln for ln in page.lines if ln.y1 <= bbox[1] + 1 and page.column_of(ln.bbox) in (col, (0.0, page.width))]
+        if above:
+            return max(self._order[id(ln)] for ln in above) + 1
+        return self._order[id(page.lines[0])] if page.lines else 0
+
     def of_page_offset(self, page_number: int, offset: int) -> int | None:
         """Section index at character ``offset`` of the page's text (``PageLayout.text``)."""
         page = self.pages[page_number - 1]
