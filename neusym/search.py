@@ -29,9 +29,18 @@ of :data:`DEFAULT_WEIGHTS`, chosen on the dev split of ``benchmarks/paper_search
 the abstract sentence (or tldr; the title when there is no abstract) closest to the query in MiniLM
 space. Full-text views (``bm25_body``, ``minilm_body``) only score papers whose sections were given.
 
+Keeping it in step with the corpus (:func:`sync_paper_index`): the nightly run (DAG
+``corpus_enrich``, after each publish) and ``neusym ingest``/``crawl`` read every paper of the
+published DuckDB snapshot (:func:`read_paper_docs`: metadata, Anthology id, full-text sections of
+parsed papers), compare each paper's content hash (payload ``content_hash``, includes
+:data:`INDEX_VERSION`) with its point, encode and upsert only new or changed papers and delete the
+points of papers that left the database. ``neusym search`` uses the index as it is; when none exists
+yet it builds it from the snapshot first (:func:`ensure_paper_index`), ``--sync`` forces a sync.
+
 Engines: with ``NEUSYM_QDRANT_URL`` set (or a ``QdrantClient`` passed in) the collection lives in
 that Qdrant (qdrant-client). Otherwise the index is an embedded Qdrant Edge shard under
-``$NEUSYM_HOME/papers_edge`` (qdrant-edge-py, one process at a time). Measured on 5,088 papers, one
+``$NEUSYM_HOME/papers_edge`` (qdrant-edge-py, one process at a time: openers wait up to
+``lock_wait_s`` for the holder, then raise :class:`IndexBusyError`). Measured on 5,088 papers, one
 search including query encoding: qdrant-client local mode p50 1,184 ms (it scores sparse and
 multivector views in Python), the edge shard p50 37 ms / p95 48 ms
 (``benchmarks/results/paper_search.json``). Segments are not HNSW-indexed: exact scans of a few
@@ -62,7 +71,7 @@ from .settings import Settings, get_settings
 
 PAPERS_COLLECTION = "papers"
 DENSE_DIM = 384
-INDEX_VERSION = "1"
+INDEX_VERSION = "2"
 POOL = 100
 """Candidates fetched per view before fusion."""
 MAX_BODY_PASSAGES = 48
@@ -184,6 +193,15 @@ class SearchConfig:
 # -------------------------------------------------------------------------------------- text utils
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[\-'’][A-Za-z0-9]+)*")
 _ACRONYM_PLURAL = re.compile(r"[A-Z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*s")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def _camel_parts(word: str) -> list[str]:
+    """Pieces (3+ characters, lower case) of a mixed-case name: "BloomVQA" -> bloom, vqa; [] for plain words."""
+    if word.isupper() or word.islower() or (word[:1].isupper() and word[1:].islower()):
+        return []
+    pieces = [x.lower() for x in _CAMEL.findall(word) if len(x) >= 3]
+    return pieces if len(pieces) > 1 else []
 
 
 def paper_tokens(text: str) -> list[str]:
@@ -191,14 +209,19 @@ def paper_tokens(text: str) -> list[str]:
 
     Differences from ``encode.bm25_tokens``: hyphenated words give their parts *and* the joined form
     ("chain-of-thought" -> chain, thought, chainofthought; a query "chain of thought" matches);
-    plural acronyms lose their "s" ("LLMs" -> llm); possessive "'s" is dropped.
+    mixed-case names give their 3+ letter pieces too ("BloomVQA" -> bloom, vqa, bloomvqa;
+    "IndicGenBench" -> indic, gen, bench, indicgenbench); plural acronyms lose their "s"
+    ("LLMs" -> llm); possessive "'s" is dropped.
     """
     out: list[str] = []
     for m in _WORD.finditer(text or ""):
         w = re.sub(r"['’]s$", "", m.group(0))
         if _ACRONYM_PLURAL.fullmatch(w):
             w = w[:-1]
-        parts = [p for p in re.split(r"[\-'’]", w.lower()) if p]
+        raw_parts = [p for p in re.split(r"[\-'’]", w) if p]
+        for p in raw_parts:
+            out.extend(_camel_parts(p))
+        parts = [p.lower() for p in raw_parts]
         if len(parts) > 1:
             out.extend(parts)
             out.append("".join(parts))
@@ -853,8 +876,10 @@ def _snippet(payload: dict, vecs: dict, qvec: list[float] | None, text: str) -> 
     if not sentences:
         return payload.get("title") or ""
     sv = vecs.get("minilm_sents") if vecs else None
-    if qvec is not None and sv and len(sv) == len(sentences):
-        best = max(range(len(sentences)), key=lambda i: sum(a * b for a, b in zip(sv[i], qvec)))
+    if qvec is not None and sv is not None and len(sv) == len(sentences):
+        import numpy as np
+
+        best = int(np.argmax(np.asarray(sv, dtype=np.float32) @ np.asarray(qvec, dtype=np.float32)))
         return sentences[best]
     q = set(paper_tokens(text))  # lexical fallback
     return max(sentences, key=lambda s: len(q & set(paper_tokens(s))))

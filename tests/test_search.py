@@ -217,6 +217,11 @@ def test_query_processing_and_analyzer():
     toks = paper_tokens("Chain-of-thought prompting of LLMs")
     assert {"chain", "thought", "llm"} <= set(toks)
     assert set(paper_tokens("chain of thought")) <= set(toks)
+    assert {"bloom", "vqa", "bloomvqa"} <= set(paper_tokens("BloomVQA: Assessing Hierarchical Comprehension"))
+    assert set(paper_tokens("Bloom's taxonomy")) & set(paper_tokens("BloomVQA"))  # a query word meets the name
+    assert paper_tokens("Resonance RoPE") == paper_tokens("resonance rope")  # no 2-letter pieces ("ro", "pe")
+    assert strip_question("Is there an evaluation suite for Indic languages?") == "evaluation suite for Indic languages"
+    assert strip_question("Is there work investigating bias?") == "investigating bias"
     assert split_sentences("First sentence here. Second one is also long enough.") == [
         "First sentence here.", "Second one is also long enough."]
 

@@ -18,7 +18,7 @@ Methods (all run through the same Qdrant index and the same ``PaperIndex.search`
 Latency: wall time of one ``search`` call (query encoding + Qdrant queries + fusion + snippet),
 model loaded and warmed up, single thread of queries; the machine's load average is recorded with it.
 
-Usage: ``python benchmarks/paper_search/bench.py [--sizes 2.5k,5k] [--engines] [--out FILE]``
+Usage: ``python benchmarks/paper_search/bench.py [--sizes 2.5k,5k] [--engines] [--sync] [--out FILE]``
 Embeddings are cached by text in ``$NEUSYM_BENCH_CACHE`` (default /tmp/neusym_bench_cache).
 """
 
@@ -140,12 +140,59 @@ def engine_comparison(docs: list[PaperDoc], questions: list[dict], cache: Embedd
     return out
 
 
+def sync_timing(corpus_dir: Path, size: str, cache: EmbeddingCache, sample_papers: int = 40) -> dict:
+    """Cost of ``neusym.search.sync_paper_index`` on a crawled corpus of ``size`` (metadata only).
+
+    The collection XMLs go through the real crawl stages into a fresh NEUSYM_HOME and a published
+    snapshot; then a first sync (every paper added; vectors from the benchmark cache, so its time is
+    the non-encoding overhead), a second sync (nothing changed), and the MiniLM cost per paper
+    measured by encoding the texts of ``sample_papers`` papers without the cache (1 torch thread
+    per process as configured; the machine's load average is recorded).
+    """
+    import random
+
+    from neusym.crawl import crawl_stage, load_crawl_stage
+    from neusym.search import _dense, read_paper_docs, split_sentences, sync_paper_index
+    from neusym.settings import Settings
+    from neusym.snapshot import publish_snapshot
+
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(home=Path(tmp) / "home")
+        t0 = time.perf_counter()
+        res = crawl_stage({"source": "acl", "paths": [str(corpus_dir / n) for n in CORPORA[size]]}, settings)
+        load_crawl_stage([res], settings, download=False)
+        snap = publish_snapshot(settings)
+        crawl_s = time.perf_counter() - t0
+        with PaperIndex(path=Path(tmp) / "papers_edge") as idx:
+            first = sync_paper_index(settings, index=idx, embed=cache)
+            second = sync_paper_index(settings, index=idx, embed=cache)
+        cache.save()
+        docs = read_paper_docs(snap)
+    sample = random.Random(0).sample(docs, min(sample_papers, len(docs)))
+    texts = []
+    for d in sample:
+        abstract = " ".join((d.abstract or "").split())
+        texts += [f"{d.title}. {abstract}", d.title] + (split_sentences(abstract) or [d.title])
+    load0 = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    _dense(texts)
+    enc_s = time.perf_counter() - t0
+    return {
+        "papers": first.papers, "crawl_load_publish_s": round(crawl_s, 1),
+        "first_sync": first.model_dump(exclude={"source"}), "second_sync": second.model_dump(exclude={"source"}),
+        "texts_per_paper": round(first.texts_encoded / max(first.papers, 1), 2),
+        "encode_s_per_paper_uncached": round(enc_s / len(sample), 3),
+        "encode_sample": {"papers": len(sample), "texts": len(texts), "seconds": round(enc_s, 1), "load_avg": load0},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus-dir", type=Path, default=Path(os.environ.get("NEUSYM_ACL_CORPUS", "/work/shared/corpus/acl")))
     ap.add_argument("--sizes", default="2.5k,5k")
     ap.add_argument("--engines", action="store_true", help="also time qdrant-client local mode on the largest corpus")
     ap.add_argument("--engine-queries", type=int, default=20)
+    ap.add_argument("--sync", action="store_true", help="also time sync_paper_index on the largest corpus, crawled")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "paper_search.json")
     args = ap.parse_args()
 
@@ -191,14 +238,18 @@ def main() -> None:
             result["engine_comparison"]["qdrant-edge"] = {
                 "papers": len(docs), "latency_ms": entry["results"]["concise"]["neusym"]["latency_ms"]}
             print(json.dumps(result["engine_comparison"], indent=1))
+    if args.sync:
+        result["sync"] = {sizes[-1]: sync_timing(args.corpus_dir, sizes[-1], cache)}
+        print(json.dumps(result["sync"], indent=1))
     cache.save()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.out.exists():  # keep sections of an earlier run that this run did not redo
         old = json.loads(args.out.read_text())
         for size, entry in old.get("corpora", {}).items():
             result["corpora"].setdefault(size, entry)
-        if "engine_comparison" not in result and "engine_comparison" in old:
-            result["engine_comparison"] = old["engine_comparison"]
+        for key in ("engine_comparison", "sync"):
+            if key not in result and key in old:
+                result[key] = old[key]
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {args.out}")
 
