@@ -213,6 +213,47 @@ def search(
 
 
 @app.command()
+def enrich(
+    stage: str = typer.Option("all", "--stage", help="ocr, summaries or all."),
+    budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens",
+                                                help="LLM token budget of this run (default NEUSYM_ENRICH_BUDGET_TOKENS)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+) -> None:
+    """Summaries, tldr/tags and figure OCR for the published corpus (what the corpus_enrich DAG runs).
+
+    Incremental and resumable: only elements without a cached result for the configured model and
+    prompt are done, within the budget; the rest waits for the next run.
+    """
+    from .enrich import enrich as run_enrich
+    from .snapshot import NoSnapshotError
+
+    stages = {"all": ("ocr", "summaries"), "ocr": ("ocr",), "summaries": ("summaries",)}.get(stage)
+    if stages is None:
+        err.print(f"[red]error:[/red] --stage must be ocr, summaries or all, not {stage!r}")
+        raise typer.Exit(2)
+    settings = _settings()
+
+    def progress(res) -> None:
+        if not as_json:
+            err.print(f"[dim]{res.unit_id}[/dim] done {res.done}, failed {res.failed}, "
+                      f"left {res.left_for_next_run}, {res.seconds:.1f}s")
+
+    try:
+        report = run_enrich(settings, stages=stages, budget_tokens=budget_tokens, on_unit=progress)
+    except NoSnapshotError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    if as_json:
+        print(report.model_dump_json(indent=1))
+        return
+    for applied in report.applied:
+        filled = ", ".join(f"{k} +{v}" for k, v in applied.filled.items() if v)
+        console.print(f"applied {applied.results_loaded} results, {applied.failures_recorded} failures; "
+                      f"{filled or 'no new cells'}; points +{applied.points_upserted} -{applied.points_deleted}")
+    console.print(f"pending for later runs: {report.pending_after}; {report.seconds:.1f}s")
+
+
+@app.command()
 def sql(
     query: str = typer.Argument(..., help="One read-only SQL query (DuckDB dialect)."),
     fmt: str = typer.Option("table", "--format", help="table | json | csv"),

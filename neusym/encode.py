@@ -46,6 +46,7 @@ ENCODABLE_COLUMNS: dict[tuple[str, str], str | None] = {
     ("tables", "table_summary"): "page_number",
     ("images", "image_caption"): "page_number",
     ("images", "image_summary"): "page_number",
+    ("images", "image_ocr_text"): "page_number",
     ("equations", "equation_content"): "page_number",
     ("reference", "reference_content"): "page_number",
 }

@@ -32,6 +32,7 @@ from .encode import (
     dense_vectors,
     encodable_cells,
 )
+from .enrich import ENRICHED_COLUMN_NAMES
 from .errors import UnparseablePDF
 from .ids import airqa_paper_id
 from .materialize import MaterializeReport, materialize, select_staged
@@ -244,7 +245,8 @@ def publish_stage(encoded: list[EncodeResult | dict], settings: Settings) -> Pub
     """Make the vector store hold exactly the staged points of this run's papers (the single writer).
 
     A paper whose points already carry the same PDF sha256 and encoder version, with the same ids,
-    is left alone. When several PDFs share a paper_id, the most recently staged parse wins (as in
+    is left alone. Points of the enriched columns (summaries, tldr, OCR text) belong to
+    :mod:`neusym.enrich` and are not touched here. When several PDFs share a paper_id, the most recently staged parse wins (as in
     :func:`neusym.materialize.select_staged`).
     """
     results = [EncodeResult.model_validate(e) for e in encoded]
@@ -260,11 +262,12 @@ def publish_stage(encoded: list[EncodeResult | dict], settings: Settings) -> Pub
             changed = False
             for collection in collections:
                 rows = pq.read_table(Path(r.vectors_dir) / f"{collection}.parquet").to_pylist()
-                ids, versions = store.paper_state(collection, r.paper_id)
+                ids, versions = store.paper_state(collection, r.paper_id, ENRICHED_COLUMN_NAMES)
                 if ids == {x["point_id"] for x in rows} and versions <= {(r.pdf_sha256, ENCODER_VERSION)}:
                     continue
                 changed = True
-                res = store.replace_paper_points(batches_from_rows(rows, collection), r.paper_id)
+                res = store.replace_paper_points(batches_from_rows(rows, collection), r.paper_id,
+                                                 ENRICHED_COLUMN_NAMES)
                 report.upserted[collection] += res["upserted"]
                 report.deleted[collection] += res["deleted"]
             if changed:

@@ -108,6 +108,21 @@ class Settings(BaseSettings):
     llm_context_tokens: int = Field(8192, description="Context window of the offline model (n_ctx).")
     llm_threads: int = Field(2, description="CPU threads of the offline model.")
     llm_timeout_s: float = 300.0
+    # enrichment (LLM summaries, tldr/tags, OCR of figures): the corpus_enrich DAG / `neusym enrich`
+    enrich_kinds: list[str] = Field(
+        ["paper_tldr_tags", "table_summary", "image_ocr_text", "image_summary", "section_summary", "page_summary"],
+        description="Enrichments to compute, in priority order (the budget is spent in this order).")
+    enrich_budget_tokens: int = Field(60_000, description="Per-run budget of estimated LLM tokens (prompt + completion) "
+                                      "for summaries; the rest waits for the next run.")
+    enrich_ocr_budget: int = Field(400, description="Figures OCR'd per run at most (~1-3 s each on 2 cores).")
+    enrich_task_seconds: float = Field(1800.0, description="A mapped enrichment task stops starting new items after "
+                                       "this many seconds (its remaining items wait for the next run).")
+    enrich_unit_size: int = Field(24, description="Items per mapped enrichment task.")
+    enrich_concurrency: int = Field(1, description="Mapped enrichment tasks running at once (max_active_tis_per_dag); "
+                                    "1 for the offline model, more for a remote endpoint.")
+    enrich_max_attempts: int = Field(3, description="Failed items are retried by later runs up to this many attempts.")
+    enrich_input_chars: int = Field(4000, description="Input text sent to the LLM per summary, in characters (~1k tokens).")
+    enrich_max_tokens: int = Field(160, description="Completion tokens per summary.")
 
     @property
     def input_paths(self) -> list[Path]:

@@ -95,12 +95,21 @@ class VectorStore:
         self.client.create_payload_index(collection, "page_number", models.PayloadSchemaType.INTEGER)
 
     # ------------------------------------------------------------------ publishing
-    def paper_state(self, collection: str, paper_id: str) -> tuple[set[str], set[tuple[str, str]]]:
-        """Point ids of a paper in a collection, and the distinct (pdf_sha256, encoder_version) they carry."""
+    def paper_state(self, collection: str, paper_id: str,
+                    exclude_columns: Sequence[str] = ()) -> tuple[set[str], set[tuple[str, str]]]:
+        """Point ids of a paper in a collection, and the distinct (pdf_sha256, encoder_version) they carry.
+
+        Points whose ``column_name`` is in ``exclude_columns`` are not counted (e.g. the enriched
+        columns, whose points :mod:`neusym.enrich` owns).
+        """
         ids: set[str] = set()
         versions: set[tuple[str, str]] = set()
         offset = None
-        flt = models.Filter(must=[models.FieldCondition(key="paper_id", match=models.MatchValue(value=paper_id))])
+        flt = models.Filter(
+            must=[models.FieldCondition(key="paper_id", match=models.MatchValue(value=paper_id))],
+            must_not=[models.FieldCondition(key="column_name", match=models.MatchAny(any=list(exclude_columns)))]
+            if exclude_columns else None,
+        )
         while True:
             points, offset = self.client.scroll(
                 collection, scroll_filter=flt, limit=1024, offset=offset,
@@ -112,12 +121,8 @@ class VectorStore:
             if offset is None:
                 return ids, versions
 
-    def replace_paper_points(self, batch: PointBatch, paper_id: str) -> dict:
-        """Make the paper's points in ``batch.collection`` exactly ``batch``: upsert, then delete stale ids.
-
-        Returns ``{"upserted": n, "deleted": n}``. Re-running with the same batch changes nothing.
-        """
-        existing, _ = self.paper_state(batch.collection, paper_id)
+    def upsert_batch(self, batch: PointBatch) -> int:
+        """Upsert the points of ``batch`` (in slices of ``settings.qdrant_upsert_batch``); returns the count."""
         step = self.settings.qdrant_upsert_batch
         for start in range(0, len(batch.ids), step):
             end = start + step
@@ -128,6 +133,16 @@ class VectorStore:
             points = [models.PointStruct(id=i, vector=v, payload=p)
                       for i, v, p in zip(batch.ids[start:end], vectors, batch.payloads[start:end])]
             self.client.upsert(batch.collection, points=points, wait=True)
+        return len(batch.ids)
+
+    def replace_paper_points(self, batch: PointBatch, paper_id: str, exclude_columns: Sequence[str] = ()) -> dict:
+        """Make the paper's points in ``batch.collection`` exactly ``batch``: upsert, then delete stale ids.
+
+        Points of ``exclude_columns`` are neither compared nor deleted. Returns
+        ``{"upserted": n, "deleted": n}``. Re-running with the same batch changes nothing.
+        """
+        existing, _ = self.paper_state(batch.collection, paper_id, exclude_columns)
+        self.upsert_batch(batch)
         stale = sorted(existing - set(batch.ids))
         if stale:
             self.client.delete(batch.collection, points_selector=models.PointIdsList(points=stale), wait=True)

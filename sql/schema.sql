@@ -260,3 +260,47 @@ COMMENT ON COLUMN downloads.pdf_sha256 IS 'The sha256 hex digest of the download
 COMMENT ON COLUMN downloads.pdf_path IS 'Where the PDF is stored.';
 COMMENT ON COLUMN downloads.bytes IS 'Size of the PDF in bytes.';
 COMMENT ON COLUMN downloads.fetched_at IS 'When it was downloaded (UTC).';
+
+CREATE TABLE IF NOT EXISTS enrichments (
+    kind VARCHAR NOT NULL,
+    content_sha256 VARCHAR NOT NULL,
+    model VARCHAR NOT NULL,
+    prompt_version VARCHAR NOT NULL,
+    value VARCHAR NOT NULL,
+    prompt_tokens INTEGER,
+    completion_tokens INTEGER,
+    seconds DOUBLE,
+    created_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (kind, content_sha256, model, prompt_version)
+);
+COMMENT ON TABLE enrichments IS 'Cache of LLM summaries and OCR text, keyed by the sha256 of the exact input (see sql/materialize/30_apply_enrichments.sql) + model + prompt version: nothing is computed twice, and re-parsed papers get their summaries back at materialize time.';
+COMMENT ON COLUMN enrichments.kind IS 'What was computed: page_summary, section_summary, table_summary, image_summary, paper_tldr_tags (JSON {"tldr", "tags"}) or image_ocr_text.';
+COMMENT ON COLUMN enrichments.content_sha256 IS 'sha256 hex digest of the input text (for OCR: of "pdf_sha256|page_number|bounding box").';
+COMMENT ON COLUMN enrichments.model IS 'The model that produced the value (LLM model name, or the OCR engine and version).';
+COMMENT ON COLUMN enrichments.prompt_version IS 'sha256 prefix of the prompt file used (OCR: its render settings).';
+COMMENT ON COLUMN enrichments.value IS 'The summary / OCR text (paper_tldr_tags: a JSON object).';
+COMMENT ON COLUMN enrichments.prompt_tokens IS 'Prompt tokens the LLM reported (NULL for OCR).';
+COMMENT ON COLUMN enrichments.completion_tokens IS 'Completion tokens the LLM reported (NULL for OCR).';
+COMMENT ON COLUMN enrichments.seconds IS 'Wall-clock seconds the computation took.';
+COMMENT ON COLUMN enrichments.created_at IS 'When the value was computed (UTC); the newest value per input wins.';
+
+CREATE TABLE IF NOT EXISTS enrichment_failures (
+    kind VARCHAR NOT NULL,
+    content_sha256 VARCHAR NOT NULL,
+    model VARCHAR NOT NULL,
+    prompt_version VARCHAR NOT NULL,
+    element_id VARCHAR NOT NULL,
+    error VARCHAR NOT NULL,
+    attempts INTEGER NOT NULL,
+    last_attempt_at TIMESTAMP NOT NULL,
+    PRIMARY KEY (kind, content_sha256, model, prompt_version)
+);
+COMMENT ON TABLE enrichment_failures IS 'Summaries / OCR that failed; retried by later runs until attempts reaches NEUSYM_ENRICH_MAX_ATTEMPTS. A failure never fails the DAG run.';
+COMMENT ON COLUMN enrichment_failures.kind IS 'As enrichments.kind.';
+COMMENT ON COLUMN enrichment_failures.content_sha256 IS 'As enrichments.content_sha256.';
+COMMENT ON COLUMN enrichment_failures.model IS 'As enrichments.model.';
+COMMENT ON COLUMN enrichment_failures.prompt_version IS 'As enrichments.prompt_version.';
+COMMENT ON COLUMN enrichment_failures.element_id IS 'The row that was being enriched (page_id, section_id, table_id, image_id or paper_id) at the last attempt.';
+COMMENT ON COLUMN enrichment_failures.error IS 'The last error message.';
+COMMENT ON COLUMN enrichment_failures.attempts IS 'Failed attempts so far.';
+COMMENT ON COLUMN enrichment_failures.last_attempt_at IS 'When it last failed (UTC).';
