@@ -198,3 +198,23 @@ def test_ocr_reads_text_inside_a_real_figure(settings):
     fig1 = next(text for cap, text in rows if cap.startswith("Figure 1"))
     assert re.search(r"(?i)author", fig1), fig1
     assert len(enriched_points(settings, BM25_COLLECTION)) == sum(1 for _, t in rows if t.strip())
+
+
+@pytest.mark.slow
+def test_offline_model_summarizes_a_real_table_and_the_paper(settings):
+    """The default offline model (Qwen2.5-Coder-1.5B GGUF, models under <repo>/.neusym like the demo)
+    writes a table summary and a tldr + tags that the apply step accepts."""
+    from neusym.agent.llm import LocalLlamaLLM
+
+    from .conftest import REPO
+
+    llm = LocalLlamaLLM(settings.model_copy(update={"home": REPO / ".neusym", "llm_context_tokens": 2048}))
+    settings = settings.model_copy(update={"enrich_kinds": ["paper_tldr_tags", "table_summary"],
+                                           "enrich_unit_size": 2})
+    units = plan_enrichment(settings, "summaries", budget_tokens=10**9)
+    res = run_unit(units[0], settings, llm=llm)  # the tldr/tags and the first table
+    assert res.done == 2 and res.failed == 0, open(res.results_file).read()
+    apply_enrichment(settings)
+    tldr, tags = q(settings, "SELECT tldr, tags FROM metadata")[0]
+    assert len(tldr.split()) >= 5 and 1 <= len(tags) <= 8
+    assert q(settings, "SELECT count(table_summary) FROM tables")[0][0] == 1
