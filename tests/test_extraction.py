@@ -101,6 +101,20 @@ def test_layout_figures_and_equations(specter_layout, specter_pymupdf):
     assert len(specter_layout.reference) == len(specter_pymupdf.reference)
 
 
+def test_a_failing_layout_model_keeps_the_pymupdf_elements(monkeypatch, caplog):
+    import neusym.parse.layout as layout
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("model exploded")
+
+    monkeypatch.setattr(layout, "html_tables", broken)
+    monkeypatch.setattr(layout, "page_regions", broken)
+    paper = parse_pdf(NAACL, Settings(parse_backend="layout"))
+    assert paper.model_dump() == parse_pdf(NAACL, Settings(parse_backend="pymupdf")).model_dump()
+    assert "pymupdf4llm tables failed" in caplog.text and "rapid-layout failed on page" in caplog.text
+    assert str(NAACL) in caplog.text
+
+
 def test_parser_version_names_the_backend():
     assert parser_version(Settings(parse_backend="pymupdf")) != parser_version(Settings(parse_backend="layout"))
     assert parser_version(Settings(parse_backend="mineru", mineru_tier="flash")).endswith("mineru-flash")

@@ -25,6 +25,7 @@ never calls ``find_tables`` with the layout model on, so its output does not cha
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -43,6 +44,7 @@ MIN_SCORE = 0.5
 """Lowest rapid-layout confidence kept."""
 
 _lock = threading.Lock()
+log = logging.getLogger(__name__)
 
 
 @lru_cache(maxsize=1)
@@ -185,13 +187,22 @@ def refine_with_layout(opened: OpenedPDF, floats: list, equations: list[Equation
     ``floats`` are :class:`neusym.parse.FloatDraft` (changed in place: ``bbox``/``html``);
     returns ``(floats, equations)`` where equations may gain unnumbered displays. ``timings``
     gets seconds per stage (``pymupdf4llm_tables``, ``rapid_layout``) and page counts
-    (``pages_pymupdf4llm``, ``pages_rapid_layout``).
+    (``pages_pymupdf4llm``, ``pages_rapid_layout``). A model that fails on a PDF or page is
+    logged as a warning and PyMuPDF's elements stay (the paper still parses); a model package
+    that is not installed raises ``ImportError``.
     """
     pages = opened.pages
     # -- tables: pymupdf4llm HTML on pages with a table caption -------------------------------
     table_pages = sorted({f.page for f in floats if f.kind == "table"})
     tick = time.perf_counter()
-    found = html_tables(opened.path.read_bytes(), table_pages) if table_pages else {}
+    found: dict[int, list[tuple[Box, str]]] = {}
+    if table_pages:
+        try:
+            found = html_tables(opened.path.read_bytes(), table_pages)
+        except ImportError:
+            raise
+        except Exception as exc:  # a model failure on one PDF: keep PyMuPDF's tables, say so
+            log.warning("%s: pymupdf4llm tables failed, PyMuPDF cells kept: %s", opened.path, exc)
     if timings is not None:
         timings["pymupdf4llm_tables"] = timings.get("pymupdf4llm_tables", 0.0) + time.perf_counter() - tick
         timings["pages_pymupdf4llm"] = timings.get("pages_pymupdf4llm", 0) + len(table_pages)
@@ -213,7 +224,15 @@ def refine_with_layout(opened: OpenedPDF, floats: list, equations: list[Equation
     eq_pages = {e.page.number for e in equations}
     run_pages = sorted(fig_pages | eq_pages | _display_math_pages(pages))
     tick = time.perf_counter()
-    regions = {n: page_regions(opened.doc[n - 1]) for n in run_pages}
+    regions: dict[int, list[tuple[str, Box, float]]] = {}
+    for n in run_pages:
+        try:
+            regions[n] = page_regions(opened.doc[n - 1])
+        except ImportError:
+            raise
+        except Exception as exc:  # a model failure on one page: PyMuPDF's regions stay
+            log.warning("%s: rapid-layout failed on page %d, PyMuPDF regions kept: %s", opened.path, n, exc)
+            regions[n] = []
     if timings is not None:
         timings["rapid_layout"] = timings.get("rapid_layout", 0.0) + time.perf_counter() - tick
         timings["pages_rapid_layout"] = timings.get("pages_rapid_layout", 0) + len(run_pages)
