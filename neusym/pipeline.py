@@ -52,10 +52,9 @@ from .staging import (
 from .vectorstore import VectorStore, batches_from_rows
 
 
-
 def parser_version(settings: Settings) -> str:
     """Version tag of a staged parse: the parser's own version plus the settings that shape its output."""
-    return f"{parse_module.PARSER_VERSION}/chunk{settings.chunk_tokens}"
+    return f"{parse_module.parser_version(settings)}/chunk{settings.chunk_tokens}"
 
 
 class ParseResult(BaseModel):

@@ -69,12 +69,14 @@ def build_corpus(home: Path, pdf: Path = RAG_PDF, title: str = RAG_TITLE) -> tup
         page_id = element_id(pid, "page", n)
         text = page.get_text()
         con.execute(
-            "INSERT INTO pages VALUES (?, ?, ?, ?, ?, NULL, ?)",
+            "INSERT INTO pages (page_id, page_number, page_width, page_height, page_content, ref_paper_id) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
             [page_id, n, page.rect.width, page.rect.height, text, pid],
         )
         for i in range(0, len(text), 1000):
             con.execute(
-                "INSERT INTO chunks VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO chunks (chunk_id, text_content, ordinal, page_number, ref_paper_id, ref_page_id) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
                 [element_id(pid, "chunk", n, i // 1000), text[i : i + 1000], i // 1000, n, pid, page_id],
             )
         for ordinal, block in enumerate(page.get_text("blocks")):
@@ -82,7 +84,8 @@ def build_corpus(home: Path, pdf: Path = RAG_PDF, title: str = RAG_TITLE) -> tup
             bbox = [x0, y0, x1 - x0, y1 - y0]
             if re.match(r"Figure \d+:", caption):
                 con.execute(
-                    "INSERT INTO images VALUES (?, ?, NULL, ?, ?, ?, ?, ?)",
+                    "INSERT INTO images (image_id, image_caption, bounding_box, ordinal, page_number, ref_paper_id, "
+                    "ref_page_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
                     [element_id(pid, "image", n, ordinal), caption, bbox, ordinal, n, pid, page_id],
                 )
     con.close()

@@ -2,7 +2,7 @@
 -- ILIKE / regexp_matches / contains, e.g.
 --   SELECT paper_title, element_type, page_number, label FROM element_search
 --   WHERE text ILIKE '%contrastive loss%' ORDER BY paper_title, page_number;
--- Covers sections, chunks, tables, figures (images), equations and references. Chunks and sections
+-- Covers sections, chunks, tables, figures (images; caption + OCR text), equations and references. Chunks and sections
 -- hold overlapping page text: filter on element_type to avoid counting a hit twice.
 
 CREATE OR REPLACE VIEW element_search AS
@@ -28,7 +28,8 @@ FROM (
            concat_ws(chr(10), table_caption, table_content), table_summary
     FROM tables
     UNION ALL
-    SELECT 'image', image_id, ref_paper_id, page_number, image_caption, image_caption, image_summary
+    SELECT 'image', image_id, ref_paper_id, page_number, image_caption,
+           concat_ws(chr(10), image_caption, image_ocr_text), image_summary
     FROM images
     UNION ALL
     SELECT 'equation', equation_id, ref_paper_id, page_number, equation_number, equation_content, NULL
@@ -46,5 +47,5 @@ COMMENT ON COLUMN element_search.paper_id IS 'The paper the element belongs to (
 COMMENT ON COLUMN element_search.paper_title IS 'The title of that paper.';
 COMMENT ON COLUMN element_search.page_number IS 'The page number (from 1) of the element; for a section, the first page it spans.';
 COMMENT ON COLUMN element_search.label IS 'A short heading: the section title, the table or figure caption, the equation number; NULL for chunks and references.';
-COMMENT ON COLUMN element_search.text IS 'The searchable text: section title and content, table caption and HTML content, figure caption, equation content, chunk text or bibliography entry.';
+COMMENT ON COLUMN element_search.text IS 'The searchable text: section title and content, table caption and HTML content, figure caption and the text OCR read inside it, equation content, chunk text or bibliography entry.';
 COMMENT ON COLUMN element_search.summary IS 'The LLM-written summary of the section, table or figure; NULL for other elements or until summarized.';
