@@ -26,6 +26,7 @@ import pymupdf
 
 from .pdf import Line, PageLayout, fix_accents, render_spans, strip_footnote_marks
 from .text import decode_small_caps, join_wrapped, norm
+from ..venues import FOOTER_EVENTS, FOOTER_VOLUMES
 
 _AFFILIATION = re.compile(
     r"universit|institut|\bcollege\b|\bschool\b|department|\bdept\b|laborator|\blabs?\b|research|"
@@ -226,36 +227,8 @@ def _meta_authors(raw: str, page1_text: str) -> list[str]:
 
 # ---------------------------------------------------------------------------------------- venue
 
-_ACL_EVENTS: list[tuple[re.Pattern[str], str, str]] = [
-    (re.compile(r"Annual Meeting of the Association for Computational Linguistics", re.I), "ACL",
-     "Annual Meeting of the Association for Computational Linguistics"),
-    (re.compile(r"Conference of the European Chapter of the Association for Computational Linguistics", re.I), "EACL",
-     "Conference of the European Chapter of the Association for Computational Linguistics"),
-    (re.compile(r"Conference of the North American Chapter of the Association for Computational Linguistics", re.I), "NAACL",
-     "Conference of the North American Chapter of the Association for Computational Linguistics"),
-    (re.compile(r"Conference of the Asia-Pacific Chapter of the Association for Computational Linguistics", re.I), "AACL",
-     "Conference of the Asia-Pacific Chapter of the Association for Computational Linguistics"),
-    (re.compile(r"Conference on Empirical Methods in Natural Language Processing", re.I), "EMNLP",
-     "Conference on Empirical Methods in Natural Language Processing"),
-    (re.compile(r"International Conference on Computational Linguistics", re.I), "COLING",
-     "International Conference on Computational Linguistics"),
-    (re.compile(r"Conference on Computational Natural Language Learning", re.I), "CoNLL",
-     "Conference on Computational Natural Language Learning"),
-    (re.compile(r"\bNAACL(-HLT)?\b"), "NAACL",
-     "Conference of the North American Chapter of the Association for Computational Linguistics"),
-    (re.compile(r"\bEMNLP\b"), "EMNLP", "Conference on Empirical Methods in Natural Language Processing"),
-    (re.compile(r"\bEACL\b"), "EACL", "Conference of the European Chapter of the Association for Computational Linguistics"),
-    (re.compile(r"\bCOLING\b"), "COLING", "International Conference on Computational Linguistics"),
-    (re.compile(r"\bACL\b"), "ACL", "Annual Meeting of the Association for Computational Linguistics"),
-]
-_VOLUMES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(r"Long Papers", re.I), "long"),
-    (re.compile(r"Short Papers", re.I), "short"),
-    (re.compile(r"System Demonstrations|Demo(nstration)?s? Track", re.I), "demo"),
-    (re.compile(r"Industry Track", re.I), "industry"),
-    (re.compile(r"Student Research Workshop", re.I), "srw"),
-    (re.compile(r"Tutorial Abstracts", re.I), "tutorial"),
-]
+_ACL_EVENTS = FOOTER_EVENTS
+_VOLUMES = FOOTER_VOLUMES
 _YEAR = re.compile(r"\b(19[89]\d|20[0-4]\d)\b")
 
 

@@ -29,35 +29,14 @@ from lxml import etree
 
 from neusym.sources import _http
 from neusym.sources.base import SourceError, SourcePaper, advance_watermark, format_bibtex
+from neusym.venues import ACL_VENUES, VOLUME_TYPES  # one vocabulary with the PDF parser
 
 log = logging.getLogger(__name__)
 
 SOURCE = "acl"
 ANTHOLOGY_URL = "https://aclanthology.org"
 
-#: Anthology venue acronym -> (conference_full, conference_abbreviation).
-ACL_VENUES = {
-    "acl": ("Annual Meeting of the Association for Computational Linguistics", "ACL"),
-    "emnlp": ("Conference on Empirical Methods in Natural Language Processing", "EMNLP"),
-    "naacl": ("Annual Conference of the North American Chapter of the Association for Computational Linguistics", "NAACL"),
-    "eacl": ("Conference of the European Chapter of the Association for Computational Linguistics", "EACL"),
-    "aacl": ("Conference of the Asia-Pacific Chapter of the Association for Computational Linguistics", "AACL"),
-    "coling": ("International Conference on Computational Linguistics", "COLING"),
-    "conll": ("Conference on Computational Natural Language Learning", "CoNLL"),
-    "tacl": ("Transactions of the Association for Computational Linguistics", "TACL"),
-    "cl": ("Computational Linguistics", "CL"),
-    "lrec": ("International Conference on Language Resources and Evaluation", "LREC"),
-    "ijcnlp": ("International Joint Conference on Natural Language Processing", "IJCNLP"),
-    "semeval": ("International Workshop on Semantic Evaluation", "SemEval"),
-    "wmt": ("Conference on Machine Translation", "WMT"),
-    "starsem": ("Joint Conference on Lexical and Computational Semantics", "*SEM"),
-}
-#: Volume id -> metadata.volume value.
-VOLUME_TYPES = {
-    "long": "long", "short": "short", "main": "main", "findings": "findings",
-    "demo": "demo", "demos": "demo", "srw": "srw", "tutorial": "tutorials", "tutorials": "tutorials",
-    "industry": "industry",
-}
+
 #: Booktitle phrase -> metadata.volume value (old-style volumes "1", "2", ...).
 _BOOKTITLE_TYPES = [
     (re.compile(r"\bLong Papers\b", re.I), "long"),
