@@ -19,6 +19,8 @@ stage (the ``corpus_enrich`` DAG, triggered by the ``neusym://corpus`` asset, or
   (also those of an interrupted run), so finished work is never lost.
 - **Failures** of one element are recorded in ``enrichment_failures`` and retried by later runs up
   to ``enrich_max_attempts``; they never fail the task or the DAG run.
+- **Figures**: a vision LLM (``NEUSYM_LLM_VISION``) also gets the figure region as a PNG
+  (:func:`figure_png`); a text-only LLM summarizes caption + OCR text.
 - **Vectors**: the filled columns (``page_summary``, ``section_summary``, ``table_summary``,
   ``image_summary``, ``image_ocr_text``, ``metadata.tldr``) are encodable; their points are owned
   by this stage (:func:`sync_enriched_points`), and ``publish_stage`` leaves them alone.
@@ -245,15 +247,38 @@ def plan_enrichment(settings: Settings, stage: Literal["ocr", "summaries"], *, d
 
 
 # ---------------------------------------------------------------------------------------- run
-def _llm_value(kind: str, text: str, llm: Any, settings: Settings) -> tuple[str, int, int]:
-    """One LLM enrichment of ``text``: (value, prompt_tokens, completion_tokens). Raises EnrichError."""
+FIGURE_DPI = 144
+"""Resolution of the figure crop sent to a vision LLM (the agent's ViewImage resolution)."""
+
+
+def figure_png(pdf_path: Path, page_number: int, bbox: list[float], dpi: int = FIGURE_DPI) -> bytes:
+    """PNG of the region ``bbox`` (``[x0, y0, width, height]``, PDF points) of page ``page_number`` (from 1)."""
+    import pymupdf
+
+    with pymupdf.open(str(pdf_path)) as doc:
+        page = doc[page_number - 1]
+        x0, y0, w, h = bbox
+        clip = pymupdf.Rect(x0, y0, x0 + w, y0 + h) & page.rect
+        return page.get_pixmap(dpi=dpi, clip=clip).tobytes("png")
+
+
+def _llm_value(kind: str, text: str, llm: Any, settings: Settings,
+               image_png: bytes | None = None) -> tuple[str, int, int]:
+    """One LLM enrichment of ``text`` (and, for a vision LLM, the figure image): (value,
+    prompt_tokens, completion_tokens). Raises EnrichError."""
+    import base64
+
     from .agent.llm import LLMError
 
     body = text[: settings.enrich_input_chars]
     prompt = prompt_template(kind).replace("{text}", body)
+    content: Any = prompt
+    if image_png is not None:
+        url = "data:image/png;base64," + base64.b64encode(image_png).decode("ascii")
+        content = [{"type": "text", "text": prompt}, {"type": "image_url", "image_url": {"url": url}}]
     schema = TLDR_TAGS_SCHEMA if kind == "paper_tldr_tags" else None
     try:
-        reply = llm.chat([{"role": "user", "content": prompt}], json_schema=schema,
+        reply = llm.chat([{"role": "user", "content": content}], json_schema=schema,
                          max_tokens=settings.enrich_max_tokens if schema is None else settings.enrich_max_tokens + 80)
     except LLMError as exc:
         raise EnrichError(str(exc)) from exc
@@ -354,7 +379,13 @@ def run_unit(unit: EnrichUnit | dict, settings: Settings, *, llm: Any = None, oc
                 if item.kind == OCR_KIND:
                     rec["value"] = _ocr_value(row, pdf_for, ocr)
                 else:
-                    rec["value"], p, c = _llm_value(item.kind, row[5], llm, settings)
+                    png = None
+                    if item.kind == "image_summary" and getattr(llm, "supports_images", False) and row[4] is not None:
+                        try:
+                            png = figure_png(pdf_for(row[2]), int(row[3]), list(row[4]))
+                        except EnrichError:
+                            png = None  # no stored PDF: summarize from caption and OCR text alone
+                    rec["value"], p, c = _llm_value(item.kind, row[5], llm, settings, png)
                     rec.update(prompt_tokens=p, completion_tokens=c)
                     result.prompt_tokens += p
                     result.completion_tokens += c

@@ -40,8 +40,13 @@ class EchoLLM:
         self.calls: list[str] = []
         self.fail_kinds = fail_kinds
 
+    supports_images = False
+
     def chat(self, messages, *, json_schema=None, max_tokens=None) -> LLMReply:
         prompt = messages[-1]["content"]
+        if isinstance(prompt, list):  # text + image parts (a vision LLM)
+            self.images = getattr(self, "images", []) + [p["image_url"]["url"] for p in prompt if p["type"] == "image_url"]
+            prompt = next(p["text"] for p in prompt if p["type"] == "text")
         kind = re.search(r"^\[(Page text|Section|Table|Figure|Paper)\]$", prompt, re.M).group(1)
         self.calls.append(kind)
         if kind in self.fail_kinds:
@@ -184,6 +189,23 @@ def test_reparse_and_republish_keep_summaries_and_their_points(settings):
     assert [r.status for r in report.parsed] == ["parsed"]
     assert q(settings, "SELECT page_id, page_summary FROM pages ORDER BY page_id") == before  # from the cache
     assert enriched_points(settings, DENSE_COLLECTION) == points  # publish_stage left them alone
+
+
+def test_a_vision_llm_gets_the_figure_region(settings):
+    import base64
+
+    import pymupdf
+
+    vlm = EchoLLM()
+    vlm.supports_images = True
+    settings = settings.model_copy(update={"enrich_kinds": ["image_summary", "table_summary"]})
+    enrich(settings, stages=("summaries",), llm=vlm, budget_tokens=10**9)
+    (page, bbox), = q(settings, "SELECT page_number, bounding_box FROM images")
+    assert len(vlm.images) == 1 and vlm.calls.count("Table") >= 4  # tables went text-only
+    png = base64.b64decode(vlm.images[0].split(",", 1)[1])
+    pix = pymupdf.Pixmap(png)
+    # the crop is exactly the stored region at 144 dpi (2 px per PDF point)
+    assert abs(pix.width - bbox[2] * 2) <= 2 and abs(pix.height - bbox[3] * 2) <= 2
 
 
 def test_ocr_reads_text_inside_a_real_figure(settings):
