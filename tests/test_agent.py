@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import http.server
 import json
 import os
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,8 @@ from neusym.agent.react import AgentResult, answer_question, system_prompt, task
 from neusym.errors import ActionError, ModelFileError
 from neusym.ids import element_id, paper_id_for
 from neusym.settings import Settings
+
+from .openai_loopback import LoopbackOpenAI, completion
 
 REPO = Path(__file__).resolve().parent.parent
 RAG_PDF = REPO / "tests" / "fixtures" / "arxiv2005.11401_RAG_first3pages_NeuSymRAG-test_pdf.pdf"
@@ -625,48 +625,17 @@ def test_model_file_errors(tmp_path, fake_parts, monkeypatch) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-class _LoopbackOpenAI:
-    """A tiny OpenAI-compatible /v1/chat/completions server on 127.0.0.1:<free port>, in a thread."""
+def _LoopbackOpenAI(reject_response_format: bool = False) -> LoopbackOpenAI:  # noqa: N802
+    """A loopback endpoint answering GenerateAnswer(42); optionally rejecting ``response_format`` like
+    servers without structured outputs."""
 
-    def __init__(self, reject_response_format: bool = False):
-        self.received: list[dict] = []
-        outer = self
+    def respond(body: dict) -> tuple[int, dict]:
+        if reject_response_format and "response_format" in body:
+            return 400, {"error": {"message": "Unsupported parameter: response_format", "type": "invalid_request_error"}}
+        return 200, completion(json.dumps(act("GenerateAnswer", answer="42")), body["model"],
+                               prompt_tokens=123, completion_tokens=17, cached_tokens=100)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.received.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
-                if reject_response_format and "response_format" in body:
-                    status, payload = 400, {"error": {"message": "Unsupported parameter: response_format",
-                                                      "type": "invalid_request_error"}}
-                else:
-                    status, payload = 200, {
-                        "id": "cmpl-1", "object": "chat.completion", "created": 1, "model": body["model"],
-                        "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                            "role": "assistant", "content": json.dumps(act("GenerateAnswer", answer="42"))}}],
-                        "usage": {"prompt_tokens": 123, "completion_tokens": 17, "total_tokens": 140,
-                                  "prompt_tokens_details": {"cached_tokens": 100}},
-                    }
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> "_LoopbackOpenAI":
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    return LoopbackOpenAI(respond)
 
 
 def test_openai_compatible_llm_over_loopback_http() -> None:

@@ -16,44 +16,10 @@ from neusym.settings import Settings
 from neusym.vectorstore import VectorStore
 
 from .conftest import REPO, SAMPLES
+from .openai_loopback import LoopbackOpenAI, completion
 from .test_pipeline import db_fingerprint
 
 pytestmark = pytest.mark.slow
-
-
-class FakeOpenAI:
-    """A loopback OpenAI-compatible chat endpoint answering every request with a canned tldr/tags object."""
-
-    def __enter__(self) -> str:
-        import threading
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                content = json.dumps({"tldr": "A canned summary.", "tags": ["Canned tag"]})
-                body = json.dumps({
-                    "id": "x", "object": "chat.completion", "created": 0, "model": "canned",
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": content}}],
-                    "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-                }).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def __exit__(self, *exc) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 def point_ids(settings: Settings) -> dict[str, set[str]]:
@@ -158,8 +124,9 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
 
     # corpus_enrich with an OpenAI-compatible endpoint on loopback (canned tldr/tags replies) and a
     # budget that covers a few papers: one mapped summarize task per paper, then the single writer
-    with FakeOpenAI() as llm_url:
-        enrich_env = dict(env, NEUSYM_LLM_BASE_URL=llm_url, NEUSYM_LLM_MODEL="canned",
+    canned = json.dumps({"tldr": "A canned summary.", "tags": ["Canned tag"]})
+    with LoopbackOpenAI(lambda body: (200, completion(canned, "canned", prompt_tokens=100, completion_tokens=20))) as llm:
+        enrich_env = dict(env, NEUSYM_LLM_BASE_URL=llm.base_url, NEUSYM_LLM_MODEL="canned",
                           NEUSYM_ENRICH_BUDGET_TOKENS="2000", NEUSYM_ENRICH_KINDS='["paper_tldr_tags"]')
         enrich = subprocess.run([str(airflow), "dags", "test", "corpus_enrich"], env=enrich_env,
                                 capture_output=True, text=True, timeout=900)

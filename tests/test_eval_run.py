@@ -9,7 +9,6 @@ with ``NEUSYM_LLM_BASE_URL``. Retrieval, SQL, the vector store and the evaluator
 
 from __future__ import annotations
 
-import http.server
 import json
 import re
 import threading
@@ -27,6 +26,8 @@ from neusym.agent.react import answer_question
 from neusym.cli import app
 from neusym.evaluation.runner import QuestionFileError, load_questions, run_eval
 from neusym.evaluation.scoring import score_predictions
+
+from .openai_loopback import LoopbackOpenAI, completion
 
 # AirQA ids follow uuid5(NAMESPACE_DNS, <alphanumeric lower-case title> + "-" + <venue+year>):
 SPECTER_TITLE = "SPECTER: Document-level Representation Learning using Citation-informed Transformers"
@@ -109,46 +110,19 @@ class ScriptedLLM:
                         cached_tokens=900)
 
 
-class LoopbackEndpoint:
-    """An OpenAI-compatible /v1/chat/completions server on 127.0.0.1 answering from a :class:`Script`."""
+def LoopbackEndpoint(script: Script) -> LoopbackOpenAI:  # noqa: N802
+    """An OpenAI-compatible endpoint on 127.0.0.1 answering from a :class:`Script` (a failed script
+    assertion becomes an HTTP 500)."""
 
-    def __init__(self, script: Script):
-        outer = self
-        self.script = script
+    def respond(body: dict) -> tuple[int, dict]:
+        schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema")
+        try:
+            text = script.reply(body["messages"], schema)
+        except AssertionError as exc:
+            return 500, {"error": {"message": str(exc), "type": "server_error"}}
+        return 200, completion(text, body["model"], prompt_tokens=1200, completion_tokens=30)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema")
-                try:
-                    text, status = outer.script.reply(body["messages"], schema), 200
-                except AssertionError as exc:
-                    text, status = str(exc), 500
-                payload = {
-                    "id": "x", "object": "chat.completion", "created": 1, "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 1200, "completion_tokens": 30, "total_tokens": 1230},
-                } if status == 200 else {"error": {"message": text, "type": "server_error"}}
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> "LoopbackEndpoint":
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+    return LoopbackOpenAI(respond)
 
 
 # --------------------------------------------------------------------------------------------
