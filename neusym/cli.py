@@ -444,9 +444,47 @@ def eval_score_cmd(
                   f"{fmt(m['completion_tokens'], 0)} completion tokens, {fmt(m['seconds'])} s", soft_wrap=True)
     console.print(f"missing predictions {report.missing}, run errors {report.run_errors}, evaluation errors "
                   f"{report.eval_errors}, predictions of unknown uuids {report.unknown_predictions}", soft_wrap=True)
+    for note, count in report.notes.items():
+        err.print(f"note: {note} ({count} item{'s' if count != 1 else ''})", soft_wrap=True, markup=False,
+                  highlight=False)
     for item in report.items:
         if item.error:
             err.print(f"{item.uuid}: {item.error}", soft_wrap=True, markup=False, highlight=False)
+
+
+@eval_app.command("check")
+def eval_check_cmd(
+    questions: Path = typer.Argument(..., help="AirQA-Real JSONL with an evaluator per question."),
+    as_json: bool = typer.Option(False, "--json", help="Print {checked, skipped, passed, items, notes}."),
+) -> None:
+    """Feed every objective item its own gold answer: each must score 1 (checks a question file
+    against this scorer; LLM-judged items and eval_negation are skipped). Exit 1 if any does not."""
+    from .errors import NeusymError
+    from .evaluation.scoring import check_gold
+
+    try:
+        report, skipped = check_gold(questions)
+    except NeusymError as exc:
+        _eval_error(exc)
+        raise typer.Exit(2)
+    failing = [i for i in report.items if i.error or i.score < 1.0 - 1e-9]
+    if as_json:
+        print(json.dumps({
+            "checked": len(report.items), "skipped": skipped, "passed": len(report.items) - len(failing),
+            "items": [{"uuid": i.uuid, "score": i.score, "error": i.error, "detail": i.detail} for i in failing],
+            "notes": [{"note": n, "items": c} for n, c in report.notes.items()],
+        }, ensure_ascii=False))
+    else:
+        console.print(f"{len(report.items) - len(failing)} of {len(report.items)} objective items score 1 with their "
+                      f"own gold answer; {skipped} skipped (LLM-judged, eval_negation or no evaluator)", soft_wrap=True)
+        for note, count in report.notes.items():
+            err.print(f"note: {note} ({count} item{'s' if count != 1 else ''})", soft_wrap=True, markup=False,
+                      highlight=False)
+        for item in failing:
+            err.print(f"{item.uuid}: score {item.score:g}: {item.error or item.detail}", soft_wrap=True,
+                      markup=False, highlight=False)
+    if failing:
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

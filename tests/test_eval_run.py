@@ -272,7 +272,7 @@ def test_eval_run_end_to_end_resume_and_score(corpus_settings, papers, tmp_path,
                                      "--judge-llm", endpoint.base_url, "--judge-model", "judge-model"])
     assert scored.exit_code == 0, scored.output
     report = json.loads(scored.stdout)
-    assert set(report) == {"overall", "by_tag", "items"}
+    assert set(report) == {"overall", "by_tag", "items", "notes"}
     items = {i["uuid"]: i for i in report["items"]}
     assert [i["uuid"] for i in report["items"]] == [q["uuid"] for q in airqa_items(papers)]
     assert all(set(i) == {"uuid", "score", "error"} for i in report["items"])

@@ -11,35 +11,47 @@ Objective functions (no LLM):
 
 =========================================== =======================================================
 ``eval_bool_exact_match``                   ``gold``
-``eval_int_exact_match``                    ``gold``, ``tolerance``
+``eval_int_exact_match``                    ``gold``, ``tolerance`` (``ndigits`` accepted, no effect)
 ``eval_float_exact_match``                  ``gold``, ``ndigits``, ``tolerance``
-``eval_string_exact_match``                 ``gold``, ``lowercase``/``ignore_case``, ``ignore_blank``
+``eval_string_exact_match``                 ``gold``, ``lowercase``/``ignore_case``, ``ignore_blank`` (``threshold``, ``fuzz_method`` accepted, ignored)
 ``eval_string_fuzzy_match``                 ``gold``, ``fuzz_method``, ``threshold``, ``lowercase``/``ignore_case``, ``ignore_blank``
-``eval_structured_object_exact_match``      ``gold``, ``ignore_order``, ``lowercase``/``ignore_case``, ``ignore_blank``, ``ndigits``, ``tolerance``
+``eval_structured_object_exact_match``      ``gold``, ``ignore_order``, ``lowercase``/``ignore_case``, ``ignore_blank``, ``ndigits``, ``tolerance``, ``fuzz_method``, ``threshold``
 ``eval_element_included``                   ``gold``, ``element_type``, + the element-matching options
 ``eval_element_list_included``              ``gold``, ``element_type``, + the element-matching options
 ``eval_element_list_overlap``               ``gold``, ``count``, ``element_type``, + the element-matching options
-``eval_paper_relevance_with_reference_answer`` ``reference_answer``, ``fuzz_method``, ``threshold``
+``eval_paper_relevance_with_reference_answer`` ``reference_answer``, ``fuzz_method``, ``threshold`` (``question``, ``lowercase`` accepted, not needed)
 =========================================== =======================================================
 
 (element-matching options: ``lowercase``/``ignore_case``, ``ignore_blank``, ``ndigits``,
-``tolerance``, ``fuzz_method``, ``threshold``.)
+``tolerance``, ``fuzz_method``, ``threshold``, ``ignore_order``.)
+
+Thresholds follow the reference implementation: ``threshold`` > 0 compares strings with
+``fuzz_method`` (default ``ratio``) at that score (0-100; a fraction in (0, 1] is scaled by 100);
+``threshold`` <= 0 (published items write ``-1``) or absent means exact comparison —
+``eval_string_fuzzy_match`` alone defaults to 95. Every objective function also accepts
+``question`` (not needed to compare answers).
 
 Subjective functions (LLM judge, see :mod:`neusym.evaluation.judge`): ``eval_reference_answer_with_llm``
 (``reference_answer``, ``question``), ``eval_scoring_points_with_llm`` (``scoring_points``,
 ``question``), ``eval_partial_scoring_points_with_llm`` (``scoring_points``, ``count``,
-``question``), ``eval_complex_math_formula_with_llm`` (``formulas``, ``question``).
+``question``), ``eval_complex_math_formula_with_llm`` (``formulas``, ``question``). They accept the
+reference implementation's ``llm_model`` and ``temperature`` (and ``ignore_order`` on the
+scoring-point functions) without using them: the judge is configured by the caller.
 
 Logical combinators: ``eval_conjunction`` / ``eval_disjunction`` (``eval_func_list``,
 ``eval_kwargs_list``, ``elementwise``), ``eval_negation`` (``eval_func`` + ``eval_kwargs``, or
 one-element ``eval_func_list`` + ``eval_kwargs_list``).
 
 Known misspellings in published data (:data:`KWARG_ALIASES`, e.g. ``nidigits``, ``fomulas``) are
-renamed with an :class:`EvalKwargWarning`; any other unknown kwarg is an error for the item.
+renamed with an :class:`EvalKwargWarning`. Kwargs a function accepts but does not use are listed in
+:attr:`EvalOutcome.notes` (reported once per run by ``neusym eval score``); any other kwarg is
+meaningless for that function and an error for the item.
 """
 
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import difflib
 import functools
 import inspect
@@ -79,12 +91,14 @@ class EvalOutcome:
     ``score``: 0..1 (1 = correct; fractional only for ``eval_partial_scoring_points_with_llm``
     without ``count``). ``error``: set when the *evaluation* failed (bad evaluator spec, unknown
     function, no judge, unparseable verdict) — the score is then 0 and says nothing about the
-    answer. ``detail``: a short human-readable reason for the score.
+    answer. ``detail``: a short human-readable reason for the score. ``notes``: kwargs the item
+    carries that were accepted but do not affect the score (e.g. ``question`` on a title match).
     """
 
     score: float
     error: str | None = None
     detail: str | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -93,7 +107,7 @@ class EvalOutcome:
 
     def to_dict(self) -> dict:
         """JSON-ready form."""
-        return {"score": self.score, "error": self.error, "detail": self.detail}
+        return {"score": self.score, "error": self.error, "detail": self.detail, "notes": list(self.notes)}
 
 
 def _ok(passed: bool, detail: str | None = None) -> EvalOutcome:
@@ -174,13 +188,19 @@ def _check_bool(name: str, value: Any) -> bool:
 
 
 def _check_number(name: str, value: Any, *, minimum: float | None = None, maximum: float | None = None) -> float:
+    """``value`` as a finite number within the bounds; :class:`EvalSpecError` otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         number = coerce_number(value, extract=False) if isinstance(value, str) else None
         if number is None:
             raise EvalSpecError(f"{name} must be a number, got {value!r}")
         value = number
     if not math.isfinite(value) or (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
-        bounds = f" in [{minimum}, {maximum}]" if maximum is not None else f" >= {minimum}" if minimum is not None else ""
+        if minimum is not None and maximum is not None:
+            bounds = f" in [{minimum}, {maximum}]"
+        elif minimum is not None:
+            bounds = f" >= {minimum}"
+        else:
+            bounds = f" <= {maximum}" if maximum is not None else ""
         raise EvalSpecError(f"{name} must be a finite number{bounds}, got {value!r}")
     return value
 
@@ -210,8 +230,13 @@ def _check_str_list(name: str, value: Any, *, allow_single: bool = True) -> list
 
 
 def _check_threshold(name: str, value: Any) -> float:
-    number = _check_number(name, value, minimum=0, maximum=100)
-    return number * 100.0 if 0 < number <= 1 else float(number)
+    """A fuzzy-match threshold on rapidfuzz's 0-100 scale. As in the reference implementation,
+    a value <= 0 (published items use ``-1``) means *exact* comparison and is returned as ``0``;
+    a value in (0, 1] is read as a fraction (``0.9`` = 90)."""
+    number = _check_number(name, value, maximum=100)
+    if number <= 0:
+        return 0.0
+    return number * 100.0 if number <= 1 else float(number)
 
 
 def _check_fuzz_method(name: str, value: Any) -> str:
@@ -266,9 +291,35 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
 
 _INJECTED = ("judge",)
 
+#: Kwargs that published items carry where they do not change the score. Each function accepts the
+#: ones named in its ``unused=`` registration (with the reason); they are dropped before the call
+#: and reported once per run as a note (:data:`EvalOutcome.notes`), never as an error.
+UNUSED_REASONS: dict[str, str] = {
+    "question": "the question is not needed to compare answers (kept in the report)",
+    "llm_model": "the judge model is chosen by the caller (--judge-llm / --judge-model), not per item",
+    "temperature": "the judge always runs at temperature 0",
+    "ndigits": "integers are compared exactly, rounding has no effect",
+    "threshold": "an exact match ignores fuzzy thresholds (the reference implementation does too)",
+    "fuzz_method": "only used with a threshold > 0",
+    "ignore_order": "scoring points are judged regardless of order",
+    "lowercase": "titles are always compared case-insensitively",
+    "ignore_case": "titles are always compared case-insensitively",
+}
 
-def _prepare_kwargs(func_name: str, accepted: dict[str, inspect.Parameter], kwargs: dict) -> dict:
-    """Rename known misspellings (warning), reject unknown kwargs, check required ones and types."""
+_NOTES: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar("neusym_eval_notes", default=None)
+
+
+def _note(text: str) -> None:
+    notes = _NOTES.get()
+    if notes is not None and text not in notes:
+        notes.append(text)
+
+
+def _prepare_kwargs(
+    func_name: str, accepted: dict[str, inspect.Parameter], kwargs: dict, unused: frozenset[str] = frozenset()
+) -> dict:
+    """Rename known misspellings (warning), drop accepted-but-unused kwargs (``unused``, noted),
+    reject unknown kwargs, check required ones and types."""
     prepared: dict[str, Any] = {}
     for key, value in kwargs.items():
         if key in _INJECTED:
@@ -283,11 +334,17 @@ def _prepare_kwargs(func_name: str, accepted: dict[str, inspect.Parameter], kwar
             warnings.warn(f"{func_name}: misspelled kwarg {key!r} read as {name!r}", EvalKwargWarning, stacklevel=3)
             if name in kwargs and kwargs[name] != value:
                 raise EvalSpecError(f"both {key!r} and {name!r} given with different values")
+        if name not in accepted and name in unused:
+            if value is not None and name in _VALIDATORS:
+                _VALIDATORS[name](name, value)  # still reject an ill-typed value
+            _note(f"{func_name}: kwarg {name!r} accepted but not used: {UNUSED_REASONS[name]}")
+            continue
         if name not in accepted:
-            close = difflib.get_close_matches(name, list(accepted), n=1, cutoff=0.6)
+            known = sorted(set(accepted) | set(unused))
+            close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise EvalSpecError(
-                f"unknown kwarg {key!r}{hint}; {func_name} accepts {', '.join(sorted(accepted)) or 'none'}"
+                f"unknown kwarg {key!r}{hint}; {func_name} accepts {', '.join(known) or 'none'}"
             )
         if value is not None and name in _VALIDATORS:
             value = _VALIDATORS[name](name, value)
@@ -317,18 +374,26 @@ UNSUPPORTED_FUNCTIONS = {
 }
 
 
-def _register(*, llm: bool = False) -> Callable:
+def _register(*, llm: bool = False, unused: tuple[str, ...] = ("question",)) -> Callable:
+    """Register an evaluation function. Its keyword-only parameters are the kwargs it uses;
+    ``unused`` names kwargs it accepts without using them (reasons in :data:`UNUSED_REASONS`)."""
+    for name in unused:
+        if name not in UNUSED_REASONS:
+            raise ValueError(f"no reason recorded for unused kwarg {name!r}")
+
     def decorate(fn: Callable[..., EvalOutcome]) -> Callable[..., EvalOutcome]:
         params = inspect.signature(fn).parameters
         accepted = {
             name: p for name, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY and name not in _INJECTED
         }
+        ignored = frozenset(unused) - set(accepted)
 
         @functools.wraps(fn)
         def wrapper(pred: Any, **kwargs: Any) -> EvalOutcome:
-            return fn(pred, **_prepare_kwargs(fn.__name__, accepted, kwargs))
+            return fn(pred, **_prepare_kwargs(fn.__name__, accepted, kwargs, ignored))
 
         wrapper.accepted_kwargs = frozenset(accepted)  # type: ignore[attr-defined]
+        wrapper.unused_kwargs = ignored  # type: ignore[attr-defined]
         wrapper.accepted_params = accepted  # type: ignore[attr-defined]
         wrapper.takes_judge = "judge" in params  # type: ignore[attr-defined]
         EVAL_FUNCTIONS[fn.__name__] = wrapper
@@ -349,7 +414,8 @@ class MatchOptions:
     ``lowercase``: strings case-folded. ``ignore_blank``: whitespace removed from strings.
     ``ndigits``: numbers rounded half-up to this many decimals before comparing. ``tolerance``:
     numbers equal when ``|pred - gold| <= tolerance`` (absolute; after rounding if both given).
-    ``fuzz_method``/``threshold``: strings equal when the rapidfuzz score >= threshold (0-100).
+    ``threshold``: > 0 makes strings equal when the rapidfuzz ``fuzz_method`` score (0-100) is
+    >= threshold; 0 (the default; published items write ``-1``) means exact comparison.
     ``ignore_order``: lists compared as multisets (at every nesting level).
     """
 
@@ -357,8 +423,8 @@ class MatchOptions:
     ignore_blank: bool = False
     ndigits: int | None = None
     tolerance: float | None = None
-    fuzz_method: str | None = None
-    threshold: float = 90.0
+    fuzz_method: str = "ratio"
+    threshold: float = 0.0
     ignore_order: bool = False
 
 
@@ -383,14 +449,24 @@ def numbers_equal(pred: float, gold: float, opts: MatchOptions) -> bool:
     return math.isclose(p, g, rel_tol=1e-9, abs_tol=1e-12)
 
 
+def _fuzzy_normalized(text: str, method: str, lowercase: bool, ignore_blank: bool) -> str:
+    # token-based scorers need the word boundaries: ignore_blank only collapses whitespace for them
+    keep_spaces = ignore_blank and "token" in method.lower()
+    return normalize_string(text, lowercase=lowercase, ignore_blank=ignore_blank and not keep_spaces)
+
+
 def strings_equal(pred: str, gold: str, opts: MatchOptions) -> bool:
     """String equality after :func:`~neusym.evaluation.parsing.normalize_string` of both sides,
-    or fuzzy when ``opts.fuzz_method`` is set."""
+    or fuzzy (``opts.fuzz_method`` score >= ``opts.threshold``) when ``opts.threshold > 0``."""
     p = normalize_string(pred, lowercase=opts.lowercase, ignore_blank=opts.ignore_blank)
     g = normalize_string(gold, lowercase=opts.lowercase, ignore_blank=opts.ignore_blank)
-    if opts.fuzz_method:
-        return p == g or _fuzz_score(opts.fuzz_method, p, g) >= opts.threshold
-    return p == g
+    if p == g:
+        return True
+    if opts.threshold > 0:
+        fp = _fuzzy_normalized(pred, opts.fuzz_method, opts.lowercase, opts.ignore_blank)
+        fg = _fuzzy_normalized(gold, opts.fuzz_method, opts.lowercase, opts.ignore_blank)
+        return _fuzz_score(opts.fuzz_method, fp, fg) >= opts.threshold
+    return False
 
 
 def _perfect_matching(preds: list, golds: list, opts: MatchOptions) -> bool:
@@ -535,7 +611,7 @@ def eval_bool_exact_match(pred: Any, *, gold: Any) -> EvalOutcome:
     return _ok(value == gold_value)
 
 
-@_register()
+@_register(unused=("question", "ndigits"))
 def eval_int_exact_match(pred: Any, *, gold: Any, tolerance: float | None = None) -> EvalOutcome:
     """Exact integer match.
 
@@ -576,7 +652,7 @@ def eval_float_exact_match(
     return _ok(numbers_equal(value, gold_value, MatchOptions(ndigits=ndigits, tolerance=tolerance)))
 
 
-@_register()
+@_register(unused=("question", "threshold", "fuzz_method"))
 def eval_string_exact_match(
     pred: Any,
     *,
@@ -591,7 +667,9 @@ def eval_string_exact_match(
     numbers/booleans are compared as text). ``gold``: a string or a one-element list of one.
     Always normalised on both sides: Unicode NFKC, typographic quotes/dashes, surrounding quotes and
     whitespace, one trailing period, whitespace runs. ``lowercase`` / ``ignore_case`` (synonyms):
-    compare case-folded. ``ignore_blank``: drop all whitespace. Raises :class:`EvalSpecError` for a
+    compare case-folded. ``ignore_blank``: drop all whitespace. ``threshold`` / ``fuzz_method``
+    are accepted and ignored, as by the reference implementation (noted once per run; use
+    ``eval_string_fuzzy_match`` for fuzzy matching). Raises :class:`EvalSpecError` for a
     gold that is not one string (several alternatives belong in ``eval_element_included``).
     """
     gold_text = _gold_string(gold)
@@ -607,7 +685,7 @@ def eval_string_fuzzy_match(
     *,
     gold: Any,
     fuzz_method: str = "ratio",
-    threshold: float = 90.0,
+    threshold: float = 95.0,
     lowercase: bool | None = None,
     ignore_case: bool | None = None,
     ignore_blank: bool | None = None,
@@ -617,19 +695,22 @@ def eval_string_fuzzy_match(
     ``pred``/``gold``: as for :func:`eval_string_exact_match`. ``fuzz_method``: a
     ``rapidfuzz.fuzz`` scorer — ``ratio`` (default), ``partial_ratio``, ``token_sort_ratio``,
     ``token_set_ratio``, ``WRatio``, ... (case-insensitive). ``threshold``: pass when the score is
-    >= threshold on the 0-100 scale (default 90); a value in (0, 1] is read as a fraction and
-    multiplied by 100 (so ``0.8`` means 80 and ``1`` means 100). ``lowercase``/``ignore_case``:
-    default **true** here (case differences are noise for fuzzy matching); set false to keep case.
-    ``ignore_blank``: drop all whitespace. The detail reports the score.
+    >= threshold on the 0-100 scale (default 95, as in the reference implementation); a value in
+    (0, 1] is read as a fraction and multiplied by 100 (so ``0.8`` means 80 and ``1`` means 100);
+    a value <= 0 (``-1``) means exact comparison. ``lowercase``/``ignore_case``: compare
+    case-folded (default false, as in the reference). ``ignore_blank``: drop all whitespace
+    (token-based scorers keep single spaces between words). The detail reports the score.
     """
     gold_text = _gold_string(gold)
     value = coerce_str(pred)
     if value is None:
         return _ok(False, "prediction is not a single string")
-    opts = _string_options(lowercase, ignore_case, ignore_blank, default_lower=True)
-    p = normalize_string(value, **opts)
-    g = normalize_string(gold_text, **opts)
-    score = _fuzz_score(fuzz_method, p, g)
+    opts = _string_options(lowercase, ignore_case, ignore_blank)
+    if threshold <= 0:
+        return _ok(strings_equal(value, gold_text, MatchOptions(**opts)), "exact comparison (threshold <= 0)")
+    p = _fuzzy_normalized(value, fuzz_method, opts["lowercase"], opts["ignore_blank"])
+    g = _fuzzy_normalized(gold_text, fuzz_method, opts["lowercase"], opts["ignore_blank"])
+    score = 100.0 if p == g else _fuzz_score(fuzz_method, p, g)
     return _ok(score >= threshold, f"{fuzz_method} = {score:.1f} (threshold {threshold:g})")
 
 
@@ -644,6 +725,8 @@ def eval_structured_object_exact_match(
     ignore_blank: bool | None = None,
     ndigits: int | None = None,
     tolerance: float | None = None,
+    fuzz_method: str | None = None,
+    threshold: float | None = None,
 ) -> EvalOutcome:
     """Recursive exact match of Python-style lists / dicts (see :func:`values_equal`).
 
@@ -651,12 +734,14 @@ def eval_structured_object_exact_match(
     a bare value is compared with a one-element gold list. ``gold``: any JSON value.
     ``ignore_order``: lists are compared as multisets, at every nesting level. ``lowercase`` /
     ``ignore_case``, ``ignore_blank``: string normalisation (also of dict keys). ``ndigits`` /
-    ``tolerance``: numeric comparison as in :func:`eval_float_exact_match`. Mixed scalar types are
+    ``tolerance``: numeric comparison as in :func:`eval_float_exact_match`. ``threshold`` > 0:
+    string leaves match when their ``fuzz_method`` score (default ``ratio``) reaches it (numbers
+    still by ``ndigits``/``tolerance``); absent or <= 0 (``-1``): exact. Mixed scalar types are
     reconciled: ``False`` matches ``"false"``, ``3`` matches ``"3"``.
     """
     opts = MatchOptions(
         **_string_options(lowercase, ignore_case, ignore_blank), ndigits=ndigits, tolerance=tolerance,
-        ignore_order=ignore_order,
+        ignore_order=ignore_order, **_fuzzy_options("eval_structured_object_exact_match", fuzz_method, threshold),
     )
     value = as_structure(pred)
     return _ok(values_equal(value, gold, opts))
@@ -665,13 +750,24 @@ def eval_structured_object_exact_match(
 # -- objective: sets -------------------------------------------------------------------------
 
 
+def _fuzzy_options(func_name: str, fuzz_method: str | None, threshold: float | None) -> dict:
+    """``fuzz_method``/``threshold`` for :class:`MatchOptions`: fuzzy only with a threshold > 0
+    (the reference implementation's rule); a ``fuzz_method`` without one is noted as unused."""
+    if threshold is None or threshold <= 0:
+        if fuzz_method is not None:
+            _note(f"{func_name}: kwarg 'fuzz_method' accepted but not used: {UNUSED_REASONS['fuzz_method']}")
+        return {"threshold": 0.0}
+    return {"threshold": float(threshold), "fuzz_method": fuzz_method or "ratio"}
+
+
 def _element_options(
-    lowercase: bool | None, ignore_case: bool | None, ignore_blank: bool | None,
+    func_name: str, lowercase: bool | None, ignore_case: bool | None, ignore_blank: bool | None,
     ndigits: int | None, tolerance: float | None, fuzz_method: str | None, threshold: float | None,
+    ignore_order: bool | None,
 ) -> MatchOptions:
     return MatchOptions(
         **_string_options(lowercase, ignore_case, ignore_blank), ndigits=ndigits, tolerance=tolerance,
-        fuzz_method=fuzz_method, threshold=90.0 if threshold is None else threshold,
+        ignore_order=bool(ignore_order), **_fuzzy_options(func_name, fuzz_method, threshold),
     )
 
 
@@ -734,6 +830,7 @@ def eval_element_included(
     tolerance: float | None = None,
     fuzz_method: str | None = None,
     threshold: float | None = None,
+    ignore_order: bool | None = None,
 ) -> EvalOutcome:
     """Whether the single predicted element is one of the gold list (e.g. acceptable alternatives).
 
@@ -742,11 +839,13 @@ def eval_element_included(
     one-element list). ``element_type``: ``str``,
     ``int``, ``float``, ``bool`` or ``any`` (default: compare by the gold's own types, see
     :func:`values_equal`). ``lowercase``/``ignore_case``, ``ignore_blank``: string normalisation.
-    ``ndigits``/``tolerance``: numeric comparison. ``fuzz_method``/``threshold``: compare strings
-    fuzzily (threshold default 90, 0-100 scale or a fraction).
+    ``ndigits``/``tolerance``: numeric comparison. ``threshold`` > 0 (0-100 scale or a fraction):
+    strings compared fuzzily with ``fuzz_method`` (default ``ratio``); absent or <= 0 (published
+    items write ``-1``): exact. ``ignore_order``: list-valued elements compared as multisets.
     """
     golds = _gold_elements(gold, element_type)
-    opts = _element_options(lowercase, ignore_case, ignore_blank, ndigits, tolerance, fuzz_method, threshold)
+    opts = _element_options("eval_element_included", lowercase, ignore_case, ignore_blank, ndigits, tolerance,
+                            fuzz_method, threshold, ignore_order)
     value = as_structure(pred)
     if value is None or value == [] or (isinstance(value, str) and not value.strip()):
         return _ok(False, "empty prediction")
@@ -769,6 +868,7 @@ def eval_element_list_included(
     tolerance: float | None = None,
     fuzz_method: str | None = None,
     threshold: float | None = None,
+    ignore_order: bool | None = None,
 ) -> EvalOutcome:
     """Whether every element of the predicted list is in the gold list (a subset check).
 
@@ -777,7 +877,8 @@ def eval_element_list_included(
     :func:`eval_element_included`.
     """
     golds = _gold_elements(gold, element_type)
-    opts = _element_options(lowercase, ignore_case, ignore_blank, ndigits, tolerance, fuzz_method, threshold)
+    opts = _element_options("eval_element_list_included", lowercase, ignore_case, ignore_blank, ndigits, tolerance,
+                            fuzz_method, threshold, ignore_order)
     elements = _pred_list(pred)
     if not elements:
         return _ok(False, "empty prediction")
@@ -801,6 +902,7 @@ def eval_element_list_overlap(
     tolerance: float | None = None,
     fuzz_method: str | None = None,
     threshold: float | None = None,
+    ignore_order: bool | None = None,
 ) -> EvalOutcome:
     """Whether the predicted list overlaps the gold list in at least ``count`` gold elements.
 
@@ -811,7 +913,8 @@ def eval_element_list_overlap(
     golds = _gold_elements(gold, element_type)
     if count > len(golds):
         raise EvalSpecError(f"count {count} exceeds the {len(golds)} gold elements")
-    opts = _element_options(lowercase, ignore_case, ignore_blank, ndigits, tolerance, fuzz_method, threshold)
+    opts = _element_options("eval_element_list_overlap", lowercase, ignore_case, ignore_blank, ndigits, tolerance,
+                            fuzz_method, threshold, ignore_order)
     elements = _pred_list(pred)
     if not elements:
         return _ok(False, "empty prediction")
@@ -837,7 +940,7 @@ def _titles(value: Any) -> list[str]:
     return titles
 
 
-@_register()
+@_register(unused=("question", "lowercase", "ignore_case"))
 def eval_paper_relevance_with_reference_answer(
     pred: Any, *, reference_answer: Any, fuzz_method: str = "ratio", threshold: float = 95.0
 ) -> EvalOutcome:
@@ -848,9 +951,10 @@ def eval_paper_relevance_with_reference_answer(
     titles. Titles are normalised (:func:`~neusym.evaluation.parsing.normalize_title`: case,
     accents, punctuation, hyphens, a ``Title:`` prefix). Score 1 when the prediction names at
     least one paper and **every** predicted title matches some reference title with
-    ``fuzz_method`` (default ``ratio``) >= ``threshold`` (default 95 on 0-100; fractions scaled) —
-    listing extra wrong papers is not rewarded. Raises :class:`EvalSpecError` for an empty
-    reference.
+    ``fuzz_method`` (default ``ratio``) >= ``threshold`` (default 95 on 0-100; fractions scaled;
+    <= 0 means the normalised titles must be equal) — listing extra wrong papers is not rewarded.
+    ``question`` (present on every published item of this kind) is accepted and not needed for
+    scoring. Raises :class:`EvalSpecError` for an empty reference.
     """
     references = _titles(reference_answer)
     if not references:
@@ -860,8 +964,12 @@ def eval_paper_relevance_with_reference_answer(
         return _ok(False, "empty prediction")
     best_scores = []
     for title in predicted:
+        if threshold <= 0:
+            best_scores.append(100.0 if title in references else 0.0)
+            continue
         best_scores.append(max(100.0 if title == ref else _fuzz_score(fuzz_method, title, ref) for ref in references))
-    passed = all(score >= threshold for score in best_scores)
+    needed = threshold if threshold > 0 else 100.0
+    passed = all(score >= needed for score in best_scores)
     return _ok(passed, f"best {fuzz_method} per predicted title: {', '.join(f'{s:.1f}' for s in best_scores)}")
 
 
@@ -876,7 +984,7 @@ def _judge_failure(exc: Exception) -> EvalOutcome:
     return EvalOutcome(0.0, f"LLM judge failed: {exc}")
 
 
-@_register(llm=True)
+@_register(llm=True, unused=("llm_model", "temperature"))
 def eval_reference_answer_with_llm(
     pred: Any, *, reference_answer: Any, question: str | None = None, judge: Any = None
 ) -> EvalOutcome:
@@ -911,7 +1019,7 @@ def _scoring_point_verdicts(pred: Any, scoring_points: list[str], question: str 
     return as_judge(judge).scoring_points(question=question or "", scoring_points=scoring_points, prediction=text)
 
 
-@_register(llm=True)
+@_register(llm=True, unused=("llm_model", "temperature", "ignore_order"))
 def eval_scoring_points_with_llm(
     pred: Any, *, scoring_points: list[str], question: str | None = None, judge: Any = None
 ) -> EvalOutcome:
@@ -932,7 +1040,7 @@ def eval_scoring_points_with_llm(
     return _ok(not missed, f"missed scoring points {missed}" if missed else "all scoring points mentioned")
 
 
-@_register(llm=True)
+@_register(llm=True, unused=("llm_model", "temperature", "ignore_order"))
 def eval_partial_scoring_points_with_llm(
     pred: Any,
     *,
@@ -972,7 +1080,7 @@ def _latex_key(formula: str) -> str:
     return "".join(s.split()).rstrip(".,")
 
 
-@_register(llm=True)
+@_register(llm=True, unused=("llm_model", "temperature"))
 def eval_complex_math_formula_with_llm(
     pred: Any, *, formulas: list[str], question: str | None = None, judge: Any = None
 ) -> EvalOutcome:
@@ -1194,8 +1302,21 @@ def evaluate(
     ``evaluator`` may also be its JSON text.
 
     Never raises for a bad item: unknown functions, bad kwargs, a missing judge, judge failures
-    and unexpected exceptions all come back as ``EvalOutcome(0.0, error=...)``.
+    and unexpected exceptions all come back as ``EvalOutcome(0.0, error=...)``. Kwargs accepted
+    but not used for the score (at any nesting level) are listed in the outcome's ``notes``.
     """
+    if not _top:
+        return _evaluate(pred, evaluator, judge=judge, question=question, top=False)
+    notes: list[str] = []
+    token = _NOTES.set(notes)
+    try:
+        outcome = _evaluate(pred, evaluator, judge=judge, question=question, top=True)
+    finally:
+        _NOTES.reset(token)
+    return dataclasses.replace(outcome, notes=tuple(notes)) if notes else outcome
+
+
+def _evaluate(pred: Any, evaluator: Any, *, judge: Any, question: str | None, top: bool) -> EvalOutcome:
     name = "evaluator"
     try:
         name, kwargs = _unpack(evaluator)
@@ -1207,9 +1328,9 @@ def evaluate(
             call_kwargs["question"] = question
         if fn.takes_judge:  # type: ignore[attr-defined]
             call_kwargs["judge"] = judge
-        if _top and _is_blank(pred):
+        if top and _is_blank(pred):
             # validate the spec anyway, so a broken evaluator is reported even for empty answers
-            _prepare_kwargs(name, fn.accepted_params, call_kwargs)  # type: ignore[attr-defined]
+            _prepare_kwargs(name, fn.accepted_params, call_kwargs, fn.unused_kwargs)  # type: ignore[attr-defined]
             return _ok(False, "empty prediction")
         return fn(pred, **call_kwargs)
     except EvalSpecError as exc:
@@ -1228,6 +1349,57 @@ def evaluate_item(pred: Any, item: dict, *, judge: Any = None) -> EvalOutcome:
         return EvalOutcome(0.0, f"item must be a dict, got {type(item).__name__}")
     question = item.get("question")
     return evaluate(pred, item.get("evaluator"), judge=judge, question=question if isinstance(question, str) else None)
+
+
+_GOLD_AS_IS = {
+    "eval_bool_exact_match", "eval_int_exact_match", "eval_float_exact_match", "eval_string_exact_match",
+    "eval_string_fuzzy_match", "eval_structured_object_exact_match", "eval_element_list_included",
+    "eval_element_list_overlap",
+}
+
+
+def gold_answer(evaluator: Any) -> tuple[bool, Any]:
+    """The answer an objective ``evaluator`` itself calls correct, for checking question files.
+
+    Returns ``(True, answer)``: ``gold`` for the match and list functions, the first acceptable
+    value for ``eval_element_included``, the (first) reference title for
+    ``eval_paper_relevance_with_reference_answer``, the list of the sub-evaluators' answers for
+    ``eval_conjunction`` / ``eval_disjunction`` (the first sub-evaluator's answer when
+    ``elementwise`` is false). Returns ``(False, None)`` when no such answer can
+    be derived: LLM-judged functions, ``eval_negation``, unknown functions, malformed specs.
+    Misspelled kwarg names are read through :data:`KWARG_ALIASES`.
+    """
+    try:
+        name, raw = _unpack(evaluator)
+    except EvalSpecError:
+        return False, None
+    kwargs = {KWARG_ALIASES[k]: v for k, v in raw.items() if k in KWARG_ALIASES}
+    kwargs.update({k: v for k, v in raw.items() if k not in KWARG_ALIASES})  # a correct name wins
+    if name in _GOLD_AS_IS and "gold" in kwargs:
+        return True, kwargs["gold"]
+    if name == "eval_element_included" and "gold" in kwargs:
+        gold = kwargs["gold"]
+        if isinstance(gold, (list, tuple)):
+            return (True, gold[0]) if gold else (False, None)
+        return True, gold
+    if name == "eval_paper_relevance_with_reference_answer" and kwargs.get("reference_answer"):
+        reference = kwargs["reference_answer"]
+        return True, reference[0] if isinstance(reference, (list, tuple)) else reference
+    if name in ("eval_conjunction", "eval_disjunction"):
+        funcs = kwargs.get("eval_func_list")
+        kwargs_list = kwargs.get("eval_kwargs_list")
+        if not isinstance(funcs, list) or not isinstance(kwargs_list, list) or len(funcs) != len(kwargs_list):
+            return False, None
+        answers = []
+        for func, sub_kwargs in zip(funcs, kwargs_list):
+            ok, answer = gold_answer({"eval_func": func, "eval_kwargs": sub_kwargs})
+            if not ok:
+                return False, None
+            answers.append(answer)
+        if kwargs.get("elementwise") is False:  # every sub-evaluation scores the whole answer
+            return (True, answers[0]) if answers else (False, None)
+        return True, answers
+    return False, None
 
 
 def needs_judge(evaluator: Any) -> bool:
@@ -1259,9 +1431,11 @@ __all__ = [
     "EvalOutcome",
     "EvalSpecError",
     "MatchOptions",
+    "UNUSED_REASONS",
     "evaluate",
     "evaluate_item",
     "get_function",
+    "gold_answer",
     "needs_judge",
     "numbers_equal",
     "strings_equal",

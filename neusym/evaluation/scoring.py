@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from neusym.evaluation.functions import evaluate_item, needs_judge
+from neusym.evaluation.functions import evaluate_item, gold_answer, needs_judge
 from neusym.evaluation.runner import EvalQuestion, load_questions, read_predictions
 
 TAG_ORDER = ("single", "multiple", "retrieval", "text", "table", "image", "formula", "metadata", "subjective", "objective")
@@ -52,7 +52,9 @@ class ScoreReport:
     """Scores of a whole file: ``items`` in question-file order, ``overall`` and ``by_tag`` accuracy
     (0–1), ``tag_counts`` (questions per tag), ``means`` per question (turns, prompt_tokens,
     completion_tokens, seconds), and counts: ``missing`` predictions, ``run_errors``,
-    ``eval_errors``, ``unknown_predictions`` (uuids not in the questions file)."""
+    ``eval_errors``, ``unknown_predictions`` (uuids not in the questions file), and ``notes``:
+    each kwarg that items carry but that does not affect their score, once, with the number of
+    items carrying it (e.g. ``question`` on every paper-retrieval item)."""
 
     items: list[ItemScore]
     overall: float
@@ -64,14 +66,16 @@ class ScoreReport:
     eval_errors: int = 0
     unknown_predictions: int = 0
     judge_calls: int = 0
+    notes: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        """The ``neusym eval score --json`` object: ``overall`` (0–1), ``by_tag`` ({tag: 0–1}) and
-        ``items`` ([{uuid, score, error}])."""
+        """The ``neusym eval score --json`` object: ``overall`` (0–1), ``by_tag`` ({tag: 0–1}),
+        ``items`` ([{uuid, score, error}]) and ``notes`` ([{note, items}]: accepted-but-unused kwargs)."""
         return {
             "overall": self.overall,
             "by_tag": dict(self.by_tag),
             "items": [{"uuid": i.uuid, "score": i.score, "error": i.error} for i in self.items],
+            "notes": [{"note": note, "items": count} for note, count in self.notes.items()],
         }
 
     def summary(self) -> dict:
@@ -86,6 +90,7 @@ class ScoreReport:
             "run_errors": self.run_errors,
             "eval_errors": self.eval_errors,
             "unknown_predictions": self.unknown_predictions,
+            "notes": dict(self.notes),
         }
 
 
@@ -117,6 +122,7 @@ def score_predictions(
     preds = read_predictions(predictions, tolerate_partial_tail=False) if isinstance(predictions, (str, Path)) else dict(predictions)
     known = {q.uuid for q in items}
     scored: list[ItemScore] = []
+    notes: dict[str, int] = {}
     missing = run_errors = eval_errors = 0
     for q in items:
         pred = preds.get(q.uuid)
@@ -136,6 +142,8 @@ def score_predictions(
                 judge = judge_factory()
             outcome = evaluate_item(pred.get("answer"), {"question": q.question, "evaluator": q.evaluator}, judge=judge)
             outcome_score, detail = outcome.score, outcome.detail
+            for note in outcome.notes:
+                notes[note] = notes.get(note, 0) + 1
             outcome_error = f"{q.path}:{q.line}: {outcome.error}" if outcome.error else None
         if outcome_error:
             eval_errors += 1
@@ -177,7 +185,26 @@ def score_predictions(
         eval_errors=eval_errors,
         unknown_predictions=sum(1 for uid in preds if uid not in known),
         judge_calls=int(getattr(judge, "calls", 0) or 0),
+        notes=notes,
     )
+
+
+def check_gold(questions: Path | str | list[EvalQuestion]) -> tuple[ScoreReport, int]:
+    """Score every objective item of ``questions`` with its own gold answer
+    (:func:`~neusym.evaluation.functions.gold_answer`) — each such item must score 1, so any other
+    score or an item error points at the evaluator or at this scorer, not at an agent.
+
+    Returns the report over the checked items and the number of items skipped (LLM-judged,
+    ``eval_negation``, or no evaluator). Raises :class:`QuestionFileError` for a malformed file.
+    """
+    items = load_questions(questions) if isinstance(questions, (str, Path)) else list(questions)
+    checked, preds = [], {}
+    for q in items:
+        ok, answer = gold_answer(q.evaluator) if q.evaluator is not None else (False, None)
+        if ok and not needs_judge(q.evaluator):
+            checked.append(q)
+            preds[q.uuid] = {"uuid": q.uuid, "answer": answer}
+    return score_predictions(checked, preds), len(items) - len(checked)
 
 
 def make_judge(settings: Any, judge_llm: str | None = None, judge_model: str | None = None,
@@ -203,4 +230,4 @@ def make_judge(settings: Any, judge_llm: str | None = None, judge_model: str | N
     return Judge.from_settings(chosen, cache_dir=cache_dir)
 
 
-__all__ = ["MEAN_FIELDS", "TAG_ORDER", "ItemScore", "ScoreReport", "make_judge", "score_predictions"]
+__all__ = ["MEAN_FIELDS", "TAG_ORDER", "ItemScore", "ScoreReport", "check_gold", "make_judge", "score_predictions"]
