@@ -1,10 +1,10 @@
 """corpus_enrich — work that follows each corpus refresh, triggered by data (the ``neusym://corpus`` asset).
 
-``corpus_refresh``'s ``publish_vectors`` task updates the asset after the new snapshot and vectors
-are published; Airflow then queues this DAG (no schedule guessing, no sensor). Thin wiring around
-:mod:`neusym.enrich` and :mod:`neusym.search`:
+``corpus_refresh``'s ``publish`` task updates the asset after the new corpus version is published;
+Airflow then queues this DAG (no schedule guessing, no sensor). Thin wiring around
+:mod:`neusym.enrich`:
 
-    plan_ocr ─► ocr (mapped, capped) ─► apply_ocr ─► plan_summaries ─► summarize (mapped, capped) ─► apply_summaries ─► paper_index
+    plan_ocr ─► ocr (mapped, capped) ─► apply_ocr ─► plan_summaries ─► summarize (mapped, capped) ─► apply_summaries
 
 - ``plan_*`` read the published snapshot and pick this run's work within the budget
   (``NEUSYM_ENRICH_BUDGET_TOKENS``, ``NEUSYM_ENRICH_OCR_BUDGET``); the rest waits for the next run.
@@ -12,13 +12,11 @@ are published; Airflow then queues this DAG (no schedule guessing, no sensor). T
   ``NEUSYM_ENRICH_CONCURRENCY`` at once (``max_active_tis_per_dag``); each result is appended to the
   unit's staging file at once, so a killed task loses nothing it finished. Item failures are
   recorded, never raised.
-- ``apply_*`` are the single writers: cache rows into ``enrichments``, fill the columns, publish a
-  snapshot, encode the filled cells into the vector store. They run even if some mapped tasks
-  failed (``all_done``), loading whatever was finished.
-- ``paper_index``: :func:`neusym.search.sync_paper_index` re-encodes the paper search index for
-  new/changed papers only (tldr/tags included once they exist).
+- ``apply_*`` are the single writers: cache rows into ``enrichments``, fill the columns, and publish
+  a new corpus version (the filled cells get their vectors, the paper index its tldr/tags). They run
+  even if some mapped tasks failed (``all_done``), loading whatever was finished.
 
-Nothing here blocks the corpus: the snapshot published by ``corpus_refresh`` stays usable
+Nothing here blocks the corpus: the version published by ``corpus_refresh`` keeps serving
 throughout, and every step is idempotent and incremental.
 """
 
@@ -82,17 +80,10 @@ def corpus_enrich():
 
         return apply_enrichment(Settings()).model_dump()
 
-    @task(trigger_rule="all_done")
-    def paper_index() -> dict:
-        from neusym.search import sync_paper_index
-
-        return sync_paper_index(Settings()).model_dump(mode="json")
-
     ocr_applied = apply_ocr(ocr.expand(unit=plan_ocr()))
     summaries = plan_summaries()
     ocr_applied >> summaries
-    summaries_applied = apply_summaries(summarize.expand(unit=summaries))
-    summaries_applied >> paper_index()
+    apply_summaries(summarize.expand(unit=summaries))
 
 
 corpus_enrich()

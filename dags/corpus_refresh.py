@@ -6,13 +6,14 @@ the same functions behind ``neusym ingest`` and ``neusym crawl``, so both produc
     crawl (mapped, one task per source) ─► load_metadata (single writer) ─► download (mapped, one per new PDF) ─┐
     discover (local PDFs) ─────────────────────────────────────────────────────────────────────────────────────┴► collect
     collect ─► parse (mapped, one per PDF) ─► encode (mapped, one per PDF)
-                  └──► materialize (single DuckDB writer) ──────────────► publish_vectors (single Qdrant writer)
+                  └──► materialize (single DuckDB writer) ──────────────► publish (new corpus version)
 
 Parallel tasks only write per-item staging files under $NEUSYM_HOME/staging (and downloaded PDFs
-under $NEUSYM_HOME/pdfs); ``load_metadata``, ``materialize`` and ``publish_vectors`` are the only
-writers of corpus.duckdb and the vector store. A failing source is recorded in ``crawl_state`` and
-does not block the others. ``publish_vectors`` updates the ``neusym://corpus`` asset, so downstream
-DAGs (``corpus_enrich``) are triggered by data, not by time.
+under $NEUSYM_HOME/pdfs); ``load_metadata``, ``materialize`` and ``publish`` are the only writers
+(of corpus.duckdb, and of the next corpus version: DuckDB snapshot + cell vectors + paper index,
+switched atomically for readers). A failing source is recorded in ``crawl_state`` and does not block
+the others. ``publish`` updates the ``neusym://corpus`` asset, so downstream DAGs
+(``corpus_enrich``) are triggered by data, not by time.
 Run params: ``paths`` (PDF files/folders; default NEUSYM_PDF_DIRS) and ``sources`` (crawl specs;
 default NEUSYM_CRAWL_SOURCES).
 """
@@ -103,17 +104,17 @@ def corpus_refresh():
                 "row_counts": report.row_counts}
 
     @task(outlets=[CORPUS_ASSET], trigger_rule="none_failed")
-    def publish_vectors(encoded: list[dict]) -> dict:
-        from neusym.pipeline import publish_stage
+    def publish(encoded: list[dict]) -> dict:
+        from neusym.publish import publish as publish_version
 
-        return publish_stage(list(encoded or []), Settings()).model_dump()
+        return publish_version(Settings()).model_dump(mode="json")
 
     jobs = load_metadata(crawl.expand(spec=sources()))
     items = collect(discover(), download.expand(job=jobs))
     parsed = parse.expand(item=items)
     encoded = encode.expand(parsed=parsed)
     loaded = materialize(parsed)
-    published = publish_vectors(encoded)
+    published = publish(encoded)
     loaded >> published
 
 

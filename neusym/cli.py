@@ -13,7 +13,7 @@ from rich.table import Table
 
 from .settings import Settings
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="NeuSym-RAG corpus pipeline and query layer over AI research papers.")
 console = Console()
 err = Console(stderr=True)
@@ -40,22 +40,27 @@ def ingest(
             label = result.title or result.reason or ""
             err.print(f"[dim]parse[/dim] {result.status:<11} {Path(result.pdf_path).name}  {label[:70]}")
 
+    from .errors import NeusymError
+
     try:
         report = run_ingest(paths, settings, on_event=progress)
     except FileNotFoundError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
+    except NeusymError as exc:  # another writer holds the home; a failed publish check
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
     if as_json:
         print(report.model_dump_json(indent=1))
         return
     total = sum(report.seconds.values())
-    t = Table(title=f"corpus at {settings.home}")
+    t = Table(title=f"corpus at {settings.home}, version {report.publish.version}")
     t.add_column("table")
     t.add_column("rows", justify="right")
     for name, n in report.row_counts.items():
         t.add_row(name, str(n))
-    for name, n in report.publish.point_counts.items():
-        t.add_row(f"points: {name}", str(n))
+    t.add_row("points: cells", str(report.publish.points))
+    t.add_row("points: papers (search index)", str(report.publish.paper_index.get("papers", 0)))
     console.print(t)
     quarantined = [r for r in report.parsed if r.status == "quarantined"]
     for r in quarantined:
@@ -105,10 +110,12 @@ def crawl(
     else:
         err.print(f"[red]error:[/red] unknown source {source!r}: use acl, arxiv or openreview")
         raise typer.Exit(2)
+    from .errors import NeusymError
+
     settings = _settings()
     try:
         report = run_ingest([], settings, crawl_specs=[s.model_dump() for s in specs], download=download)
-    except SourceError as exc:
+    except (SourceError, NeusymError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
     if as_json:
@@ -123,6 +130,8 @@ def crawl(
                   ", ".join(f"{k} {v}" for k, v in report.row_counts.items()))
     for d in failed:
         err.print(f"[yellow]download failed[/yellow] {d['download_url']}: {d['error']}")
+    console.print(f"published corpus version {report.publish.version}: {report.publish.points} cell points, "
+                  f"{report.publish.paper_index.get('papers', 0)} papers searchable")
     if any(c.status == "failed" for c in report.crawled):
         raise typer.Exit(1)
 
@@ -136,11 +145,15 @@ def ask(
     trace: bool = typer.Option(False, "--trace", help="Print every thought/action/observation."),
 ) -> None:
     """Answer a question with the NeuSym-RAG agent (database + vector store, at most 20 turns)."""
+    from .agent.actions import Environment
     from .agent.react import answer_question
+    from .store.versions import NoCorpusVersion, open_version
 
     settings = _settings()
-    if not settings.db_path.exists():
-        err.print(f"[red]error:[/red] no corpus at {settings.db_path}; run `neusym ingest PATH` first")
+    try:
+        version = open_version(settings)
+    except NoCorpusVersion as exc:
+        err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
     turn = [0]
 
@@ -153,8 +166,9 @@ def ask(
             console.print("[bold]observation:[/bold]", highlight=False)
             console.print(step.observation, markup=False, highlight=False)
 
-    result = answer_question(question, settings=settings, paper_ids=paper or None, answer_format=answer_format,
-                             on_step=show if trace and not as_json else None)
+    with version, Environment(settings, version=version) as env:
+        result = answer_question(question, settings=settings, paper_ids=paper or None, answer_format=answer_format,
+                                 on_step=show if trace and not as_json else None, env=env)
     if as_json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
         return
@@ -175,27 +189,22 @@ def search(
     author: Optional[str] = typer.Option(None, "--author", help="Author name or last name."),
     limit: int = typer.Option(10, "--limit", help="Number of papers."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits, best first."),
-    sync: bool = typer.Option(False, "--sync", help="First bring the paper index in step with the published snapshot."),
 ) -> None:
     """Search papers across the corpus (titles, abstracts, full text when parsed): hybrid BM25 + MiniLM.
 
-    Uses the paper index kept in step with the published snapshot by the nightly run (and by
-    `neusym ingest`/`crawl`); when no index exists yet it is built from the snapshot first.
+    Reads the paper index of the current corpus version (every `neusym ingest`, `crawl`, `enrich`
+    and DAG run publishes one).
     """
     from .errors import NeusymError
-    from .search import close_paper_indexes, ensure_paper_index, search_papers, sync_paper_index
+    from .search import close_paper_indexes, search_papers
 
     settings = _settings()
     try:
-        report = sync_paper_index(settings) if sync else ensure_paper_index(settings)
-        if report is not None:
-            err.print(f"[dim]paper index synced from {report.source}: {report.added} added, {report.updated} "
-                      f"updated, {report.deleted} deleted, {report.unchanged} unchanged ({report.seconds:.1f} s)[/dim]")
         hits = search_papers(query, venue=venue, year=year, author=author, limit=limit, settings=settings)
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
-    except NeusymError as exc:  # no snapshot to build the index from; index held by another process
+    except NeusymError as exc:  # nothing published yet
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
     finally:
@@ -213,6 +222,65 @@ def search(
 
 
 @app.command()
+def retrieve(
+    query: str = typer.Argument(..., help="The text to search for."),
+    collection: str = typer.Option("text_bm25_en", "--collection",
+                                   help="text_bm25_en (BM25) or text_sentence_transformers_all_minilm_l6_v2 (MiniLM)."),
+    table: str = typer.Option("chunks", "--table", help="Table of the encodable column, e.g. chunks, pages, metadata."),
+    column: str = typer.Option("text_content", "--column", help="Encodable column, e.g. text_content, abstract."),
+    filter_: str = typer.Option("", "--filter", help="e.g. \"paper_id == '...' and page_number <= 3\"."),
+    limit: int = typer.Option(5, "--limit", help="Number of cells (at most 50)."),
+    as_json: bool = typer.Option(False, "--json", help="Print {version, hits: [...]} as JSON."),
+) -> None:
+    """RetrieveFromVectorstore from the command line: the agent's vector search, on the current version."""
+    from .agent.actions import Environment, format_vector_hits
+    from .errors import NeusymError
+    from .store.versions import open_version
+
+    settings = _settings()
+    try:
+        with open_version(settings) as version, Environment(settings, version=version) as env:
+            hits = env.search(query, collection, table, column, filter_, limit)
+    except NeusymError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    if as_json:
+        print(json.dumps({"version": version.number, "hits": hits}, ensure_ascii=False, default=str))
+        return
+    where = f"{table}.{column} in {collection}" + (f" with filter {filter_}" if filter_ else "")
+    console.print(format_vector_hits(hits, where), markup=False, highlight=False)
+
+
+@app.command()
+def publish(
+    as_json: bool = typer.Option(False, "--json", help="Print the publish report as JSON."),
+) -> None:
+    """Publish the database as a new corpus version (cell vectors + paper index), e.g. to migrate a
+    home built by an older neusym. Ingest, crawl, enrich and the DAGs do this by themselves."""
+    from .errors import NeusymError
+    from .publish import publish as run_publish
+
+    settings = _settings()
+    try:
+        report = run_publish(settings, on_step=None if as_json else _publish_progress)
+    except NeusymError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    if as_json:
+        print(report.model_dump_json(indent=1))
+        return
+    console.print(f"published corpus version {report.version} (previous {report.parent}): {report.papers} papers, "
+                  f"{report.points} cell points (+{report.upserted} -{report.deleted}), "
+                  f"{report.paper_index.get('papers', 0)} in the paper index; "
+                  + ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items()))
+
+
+def _publish_progress(step: str, info: dict) -> None:
+    if "of" in info:
+        err.print(f"[dim]{step}: {info['done']}/{info['of']} papers[/dim]")
+
+
+@app.command()
 def enrich(
     stage: str = typer.Option("all", "--stage", help="ocr, summaries or all."),
     budget_tokens: Optional[int] = typer.Option(None, "--budget-tokens",
@@ -225,7 +293,7 @@ def enrich(
     prompt are done, within the budget; the rest waits for the next run.
     """
     from .enrich import enrich as run_enrich
-    from .snapshot import NoSnapshotError
+    from .errors import NeusymError
 
     stages = {"all": ("ocr", "summaries"), "ocr": ("ocr",), "summaries": ("summaries",)}.get(stage)
     if stages is None:
@@ -240,7 +308,7 @@ def enrich(
 
     try:
         report = run_enrich(settings, stages=stages, budget_tokens=budget_tokens, on_unit=progress)
-    except NoSnapshotError as exc:
+    except NeusymError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
     if as_json:
@@ -249,7 +317,8 @@ def enrich(
     for applied in report.applied:
         filled = ", ".join(f"{k} +{v}" for k, v in applied.filled.items() if v)
         console.print(f"applied {applied.results_loaded} results, {applied.failures_recorded} failures; "
-                      f"{filled or 'no new cells'}; points +{applied.points_upserted} -{applied.points_deleted}")
+                      f"{filled or 'no new cells'}; points +{applied.points_upserted} -{applied.points_deleted}"
+                      + (f"; published version {applied.version}" if applied.version else ""))
     console.print(f"pending for later runs: {report.pending_after}; {report.seconds:.1f}s")
 
 
@@ -258,17 +327,17 @@ def sql(
     query: str = typer.Argument(..., help="One read-only SQL query (DuckDB dialect)."),
     fmt: str = typer.Option("table", "--format", help="table | json | csv"),
 ) -> None:
-    """Run a read-only SQL query on the published snapshot of the corpus (time limit and row cap from settings)."""
+    """Run a read-only SQL query on the current corpus version (time limit and row cap from settings)."""
     from .errors import NeusymError
-    from .snapshot import current_snapshot
     from .sqlsafe import format_result, run_readonly_sql
+    from .store.versions import current_db
 
     settings = _settings()
     if fmt not in ("table", "json", "csv"):
         err.print(f"[red]error:[/red] --format must be table, json or csv, not {fmt!r}")
         raise typer.Exit(2)
     try:
-        result = run_readonly_sql(current_snapshot(settings), query, timeout_s=settings.sql_timeout_s,
+        result = run_readonly_sql(current_db(settings), query, timeout_s=settings.sql_timeout_s,
                                   max_rows=settings.sql_max_rows)
     except NeusymError as exc:
         err.print(f"[red]error:[/red] {exc}")
@@ -286,15 +355,13 @@ def schema(
     """Print the database schema with the comments from sql/ (the text the agent sees, or Markdown)."""
     from .schema import database_schema_prompt
     from .schema_docs import database_schema_markdown
-    from .snapshot import NoSnapshotError, current_snapshot
+    from .store.versions import NoCorpusVersion, current_db
 
     settings = _settings()
     try:
-        db = current_snapshot(settings)
-    except NoSnapshotError:
-        db = settings.db_path
-    if not db.exists():
-        err.print(f"[red]error:[/red] no corpus at {settings.db_path}; run `neusym ingest PATH` first")
+        db = current_db(settings)
+    except NoCorpusVersion as exc:
+        err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
     if markdown:
         sys.stdout.write(database_schema_markdown(db))
@@ -302,7 +369,7 @@ def schema(
         print(database_schema_prompt(db))
 
 
-export_app = typer.Typer(no_args_is_help=True, help="Export the published snapshot for other engines.")
+export_app = typer.Typer(no_args_is_help=True, help="Export the current corpus version for other engines.")
 app.add_typer(export_app, name="export")
 
 
@@ -311,14 +378,14 @@ def export_parquet_cmd(
     out_dir: Path = typer.Argument(..., help="Directory for <table>.parquet files."),
     native_uuid: bool = typer.Option(False, "--native-uuid", help="Keep Parquet UUID type (default: strings)."),
 ) -> None:
-    """Write every table and view of the published snapshot as DIR/<name>.parquet."""
+    """Write every table and view of the current corpus version as DIR/<name>.parquet."""
     from .errors import NeusymError
     from .export import export_parquet
-    from .snapshot import current_snapshot
+    from .store.versions import current_db
 
     settings = _settings()
     try:
-        counts = export_parquet(current_snapshot(settings), out_dir, uuid_as_string=not native_uuid)
+        counts = export_parquet(current_db(settings), out_dir, uuid_as_string=not native_uuid)
     except NeusymError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
@@ -367,8 +434,12 @@ def eval_run_cmd(
     except NeusymError as exc:
         _eval_error(exc)
         raise typer.Exit(2)
-    if not settings.db_path.exists():
-        _eval_error(f"no corpus at {settings.db_path}; run `neusym ingest PATH` first")
+    from .store.versions import NoCorpusVersion, current_version
+
+    try:
+        current_version(settings)
+    except NoCorpusVersion as exc:
+        _eval_error(exc)
         raise typer.Exit(2)
     llm = make_llm(settings)
     if concurrency > 1 and not isinstance(llm, OpenAICompatibleLLM):
@@ -487,5 +558,25 @@ def eval_check_cmd(
         raise typer.Exit(1)
 
 
+def main() -> None:
+    """The ``neusym`` command. An unexpected error prints one line naming it, not a traceback
+    (``NEUSYM_DEBUG=1`` shows the traceback); expected errors are handled by each command."""
+    import os
+
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        raise SystemExit(130)
+    except Exception as exc:  # noqa: BLE001 - the last line of defence of a command-line tool
+        if os.environ.get("NEUSYM_DEBUG"):
+            raise
+        from rich.markup import escape
+
+        err.print(f"[red]error:[/red] {escape(type(exc).__name__)}: {escape(str(exc).strip().splitlines()[0] if str(exc).strip() else '')} "
+                  "(set NEUSYM_DEBUG=1 to see where)", soft_wrap=True, highlight=False)
+        raise SystemExit(1)
+
+
 if __name__ == "__main__":
-    app()
+    main()

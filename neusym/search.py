@@ -29,22 +29,18 @@ of :data:`DEFAULT_WEIGHTS`, chosen on the dev split of ``benchmarks/paper_search
 the abstract sentence (or tldr; the title when there is no abstract) closest to the query in MiniLM
 space. Full-text views (``bm25_body``, ``minilm_body``) only score papers whose sections were given.
 
-Keeping it in step with the corpus (:func:`sync_paper_index`): the nightly run (DAG
-``corpus_enrich``, after each publish) and ``neusym ingest``/``crawl`` read every paper of the
-published DuckDB snapshot (:func:`read_paper_docs`: metadata, Anthology id, full-text sections of
-parsed papers), compare each paper's content hash (payload ``content_hash``, includes
-:data:`INDEX_VERSION`) with its point, encode and upsert only new or changed papers and delete the
-points of papers that left the database. ``neusym search`` uses the index as it is; when none exists
-yet it builds it from the snapshot first (:func:`ensure_paper_index`), ``--sync`` forces a sync.
+Keeping it in step with the corpus (:func:`sync_paper_index`): every publish (``neusym ingest``,
+``crawl``, ``enrich``, ``publish`` and the DAGs) reads every paper of the new version's database
+(:func:`read_paper_docs`: metadata, Anthology id, full-text sections of parsed papers), compares
+each paper's content hash (payload ``content_hash``, includes :data:`INDEX_VERSION`) with its point
+(copied from the previous version), encodes and upserts only new or changed papers and deletes the
+points of papers that left the database.
 
-Engines: with ``NEUSYM_QDRANT_URL`` set (or a ``QdrantClient`` passed in) the collection lives in
-that Qdrant (qdrant-client). Otherwise the index is an embedded Qdrant Edge shard under
-``$NEUSYM_HOME/papers_edge`` (qdrant-edge-py, one process at a time: openers wait up to
-``lock_wait_s`` for the holder, then raise :class:`IndexBusyError`). Measured on 5,088 papers, one
-search including query encoding, machine load average ~9 on 2 cores: qdrant-client local mode
-p50 1,667 ms (it scores sparse and multivector views in Python), the edge shard p50 50 ms / p95
-63 ms (``benchmarks/results/paper_search.json``). Segments are not HNSW-indexed: exact scans of a
-few thousand papers take milliseconds, an HNSW build took minutes.
+Storage: the index is the ``papers`` collection of each corpus version
+(:mod:`neusym.store.versions`): an embedded qdrant-edge shard ``versions/vNNNNNN/papers/`` (or a
+server collection with ``NEUSYM_QDRANT_URL``), built by the publish stage with
+:func:`sync_paper_index` and read by any number of processes at once. Segments are not
+HNSW-indexed: exact scans of a few thousand papers take milliseconds (``benchmarks/results/paper_search.json``).
 
 Quality (``benchmarks/paper_search``, 120 hand-written questions, 90 dev / 30 test, metadata-only
 papers): R@1 / R@5 at 2.5k papers dev 0.911 / 0.989, test 0.733 / 0.967; at 5k dev 0.833 / 0.944,
@@ -62,20 +58,26 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from pydantic import BaseModel
 
-from .errors import NeusymError
-from .encode import STOP_WORDS, _stemmer, _token_index, bm25_tokens
+from .encode import (
+    DENSE_DIM,
+    bm25_tokens,
+    dense_vectors,
+    encode_query,
+    paper_tokens,
+    sparse_doc_vector,
+    sparse_query_vector,
+)
 from .ids import POINT_NS, paper_id_for
 from .settings import Settings, get_settings
+from .store.vectors import Filter, Match, Point, QuerySpec, VectorBackend, VectorSchema
 
 PAPERS_COLLECTION = "papers"
-DENSE_DIM = 384
 INDEX_VERSION = "2"
 POOL = 100
 """Candidates fetched per view before fusion."""
@@ -196,59 +198,8 @@ class SearchConfig:
 
 
 # -------------------------------------------------------------------------------------- text utils
-_WORD = re.compile(r"[A-Za-z0-9]+(?:[\-'’][A-Za-z0-9]+)*")
-_ACRONYM_PLURAL = re.compile(r"[A-Z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*s")
-_CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-
-
-def _camel_parts(word: str) -> list[str]:
-    """Pieces (3+ characters, lower case) of a mixed-case name: "BloomVQA" -> bloom, vqa; [] for plain words."""
-    if word.isupper() or word.islower() or (word[:1].isupper() and word[1:].islower()):
-        return []
-    pieces = [x.lower() for x in _CAMEL.findall(word) if len(x) >= 3]
-    return pieces if len(pieces) > 1 else []
-
-
-def paper_tokens(text: str) -> list[str]:
-    """The paper-index analyzer: stemmed, stop-word-free tokens with compounds split.
-
-    Differences from ``encode.bm25_tokens``: hyphenated words give their parts *and* the joined form
-    ("chain-of-thought" -> chain, thought, chainofthought; a query "chain of thought" matches);
-    mixed-case names give their 3+ letter pieces too ("BloomVQA" -> bloom, vqa, bloomvqa;
-    "IndicGenBench" -> indic, gen, bench, indicgenbench); plural acronyms lose their "s"
-    ("LLMs" -> llm); possessive "'s" is dropped.
-    """
-    out: list[str] = []
-    for m in _WORD.finditer(text or ""):
-        w = re.sub(r"['’]s$", "", m.group(0))
-        if _ACRONYM_PLURAL.fullmatch(w):
-            w = w[:-1]
-        raw_parts = [p for p in re.split(r"[\-'’]", w) if p]
-        for p in raw_parts:
-            out.extend(_camel_parts(p))
-        parts = [p.lower() for p in raw_parts]
-        if len(parts) > 1:
-            out.extend(parts)
-            out.append("".join(parts))
-        elif parts:
-            out.append(parts[0])
-    return _stemmer().stemWords([w for w in out if w not in STOP_WORDS])
-
-
-def sparse_doc_vector(tokens: list[str], avg_len: float) -> tuple[list[int], list[float]]:
-    """BM25 term-frequency part of a document's sparse vector (IDF is applied by Qdrant)."""
-    if not tokens:
-        return [], []
-    counts = Counter(_token_index(t) for t in tokens)
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * len(tokens) / avg_len)
-    idx = sorted(counts)
-    return idx, [counts[i] * (BM25_K1 + 1) / (counts[i] + norm) for i in idx]
-
-
-def sparse_query_vector(tokens: list[str]) -> tuple[list[int], list[float]]:
-    """Query sparse vector: weight 1 per distinct term."""
-    idx = sorted({_token_index(t) for t in tokens})
-    return idx, [1.0] * len(idx)
+def _sparse_doc(tokens: list[str], avg_len: float) -> tuple[list[int], list[float]]:
+    return sparse_doc_vector(tokens, k1=BM25_K1, b=BM25_B, avg_len=avg_len)
 
 
 _SCAFFOLD = re.compile(
@@ -353,26 +304,6 @@ def point_id_for_paper(paper_id: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------- encoding
-_QUERY_LOCK = threading.Lock()
-
-
-def encode_query(text: str) -> list[float]:
-    """The 384-d unit MiniLM vector of one query, computed on ONE torch thread.
-
-    On a 2-core machine shared with other work, torch's default 2-thread pool spin-waits: a one-query
-    forward pass measured p50 988 ms with 2 threads vs 47 ms with 1 thread under load average 9.
-    """
-    import torch
-
-    with _QUERY_LOCK:
-        prev = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return _dense([text])[0]
-        finally:
-            torch.set_num_threads(prev)
-
-
 @dataclass
 class _Encoded:
     point_id: str
@@ -380,22 +311,18 @@ class _Encoded:
     payload: dict
 
 
-def _dense(texts: list[str], batch_size: int = 32) -> list[list[float]]:
-    if not texts:
-        return []
-    from .encode import dense_model
-
-    emb = dense_model().encode(texts, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True)
-    return emb.astype("float32").tolist()
+def _dense(texts: list[str], settings: Settings | None = None) -> list[list[float]]:
+    return dense_vectors(texts, settings=settings).tolist() if texts else []
 
 
 Embedder = Callable[[list[str]], list[list[float]]]
 """Texts -> unit-length 384-d all-MiniLM-L6-v2 vectors (same order)."""
 
 
-def encode_papers(papers: Sequence[PaperDoc], *, batch_size: int = 32, embed: Embedder | None = None) -> list[_Encoded]:
+def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None,
+                  settings: Settings | None = None) -> list[_Encoded]:
     """Vectors and payloads of papers (all dense texts of the batch encoded together by ``embed``,
-    default all-MiniLM-L6-v2 on CPU)."""
+    default all-MiniLM-L6-v2 with the settings' dense backend)."""
     dense_jobs: list[tuple[int, str, str]] = []  # (paper index, view, text)
     out: list[_Encoded] = []
     for i, p in enumerate(papers):
@@ -410,8 +337,8 @@ def encode_papers(papers: Sequence[PaperDoc], *, batch_size: int = 32, embed: Em
             sentences = [title]
         lexical = " ".join(x for x in (title, abstract, tldr, " ".join(tags)) if x)
         vectors: dict[str, Any] = {
-            "bm25": sparse_doc_vector(paper_tokens(lexical), AVG_LEN["bm25"]),
-            "bm25_basic": sparse_doc_vector(bm25_tokens(f"{title}. {abstract}"), AVG_LEN["bm25_basic"]),
+            "bm25": _sparse_doc(paper_tokens(lexical), AVG_LEN["bm25"]),
+            "bm25_basic": _sparse_doc(bm25_tokens(f"{title}. {abstract}"), AVG_LEN["bm25_basic"]),
         }
         dense_jobs.append((i, "minilm", ". ".join(x for x in (title, abstract, tldr) if x)))
         dense_jobs.append((i, "minilm_title", title + (" (" + ", ".join(tags) + ")" if tags else "")))
@@ -419,7 +346,7 @@ def encode_papers(papers: Sequence[PaperDoc], *, batch_size: int = 32, embed: Em
             dense_jobs.append((i, "minilm_sents", s))
         sections = [s for s in (p.sections or []) if s and s.strip()]
         if sections:
-            vectors["bm25_body"] = sparse_doc_vector(paper_tokens(" ".join(sections)), AVG_LEN["bm25_body"])
+            vectors["bm25_body"] = _sparse_doc(paper_tokens(" ".join(sections)), AVG_LEN["bm25_body"])
             for passage in body_passages(sections):
                 dense_jobs.append((i, "minilm_body", passage))
         authors = [a for a in (p.authors or []) if a]
@@ -440,7 +367,7 @@ def encode_papers(papers: Sequence[PaperDoc], *, batch_size: int = 32, embed: Em
         }
         out.append(_Encoded(point_id_for_paper(p.paper_id), vectors, payload))
     texts = [t for _, _, t in dense_jobs]
-    embs = embed(texts) if embed is not None else _dense(texts, batch_size=batch_size)
+    embs = embed(texts) if embed is not None else _dense(texts, settings)
     for (i, view, _), e in zip(dense_jobs, embs):
         vecs = out[i].vectors
         if view in MULTI_VIEWS:
@@ -468,6 +395,10 @@ class _FilterSpec:
         a = normalize_person(author) if author else None
         return cls(v, year, a or None)
 
+    def filter(self) -> Filter:
+        """The payload filter of this spec."""
+        return Filter(must=tuple(Match(k, v) for k, v in self.conditions()))
+
     def conditions(self) -> list[tuple[str, Any]]:
         out: list[tuple[str, Any]] = [("kind", "paper")]
         if self.venue == "findings":  # Findings volumes carry their conference (acl/naacl/eacl/emnlp) as venue
@@ -481,258 +412,36 @@ class _FilterSpec:
         return out
 
 
-# ---------------------------------------------------------------------------------------- backends
-_KEYWORD_FIELDS = ("kind", "paper_id", "venue", "author_keys", "volume")
-_INTEGER_FIELDS = ("year",)
-
-
-class IndexBusyError(NeusymError):
-    """The embedded paper index is held by another process (e.g. the nightly sync) for longer than we waited."""
-
-
-def _load_edge_shard(E: Any, path: Path, lock_wait_s: float) -> Any:
-    """Open an existing edge shard, retrying while another process holds its WAL lock (up to ``lock_wait_s``)."""
-    deadline = time.monotonic() + max(lock_wait_s, 0.0)
-    while True:
-        try:
-            return E.EdgeShard.load(str(path))
-        except Exception as exc:  # qdrant-edge raises a plain Exception("... WouldBlock ...")
-            if "WouldBlock" not in str(exc):
-                raise
-            if time.monotonic() >= deadline:
-                raise IndexBusyError(
-                    f"the paper index {path} is in use by another process (a running `neusym search` or the "
-                    f"nightly index sync); waited {lock_wait_s:.0f} s") from exc
-            time.sleep(0.2)
-
-
-class _EdgeBackend:
-    """Embedded Qdrant Edge shard (qdrant-edge-py)."""
-
-    name = "qdrant-edge"
-
-    def __init__(self, path: Path, lock_wait_s: float = 0.0):
-        import qdrant_edge as E
-
-        self.E = E
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self.shard = _load_edge_shard(E, self.path, lock_wait_s) if self.path.is_dir() and any(self.path.iterdir()) else None
-
-    def ensure(self) -> None:
-        if self.shard is not None:
-            return
-        E = self.E
-        multi = E.MultiVectorConfig(E.MultiVectorComparator.MaxSim)
-        cfg = E.EdgeConfig(
-            vectors={
-                "minilm": E.EdgeVectorParams(size=DENSE_DIM, distance=E.Distance.Cosine),
-                "minilm_title": E.EdgeVectorParams(size=DENSE_DIM, distance=E.Distance.Cosine),
-                "minilm_sents": E.EdgeVectorParams(size=DENSE_DIM, distance=E.Distance.Cosine, multivector_config=multi),
-                "minilm_body": E.EdgeVectorParams(size=DENSE_DIM, distance=E.Distance.Cosine, multivector_config=multi),
-            },
-            sparse_vectors={v: E.EdgeSparseVectorParams(modifier=E.Modifier.Idf) for v in SPARSE_VIEWS},
-            # a few thousand papers are scanned exactly in milliseconds; no HNSW build (minutes) needed
-            optimizers=E.EdgeOptimizersConfig(indexing_threshold=2_000_000_000),
-        )
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.shard = E.EdgeShard.create(str(self.path), cfg)
-        for f in _KEYWORD_FIELDS:
-            self.shard.update(E.UpdateOperation.create_field_index(f, E.PayloadSchemaType.Keyword))
-        for f in _INTEGER_FIELDS:
-            self.shard.update(E.UpdateOperation.create_field_index(f, E.PayloadSchemaType.Integer))
-
-    def exists(self) -> bool:
-        return self.shard is not None
-
-    def _vec(self, name: str, v: Any) -> Any:
-        return self.E.SparseVector(v[0], v[1]) if name in SPARSE_VIEWS else v
-
-    def upsert(self, points: list[_Encoded]) -> None:
-        E = self.E
-        pts = [E.Point(p.point_id, {k: self._vec(k, v) for k, v in p.vectors.items() if not (k in SPARSE_VIEWS and not v[0])},
-                       p.payload) for p in points]
-        with self._lock:
-            self.shard.update(E.UpdateOperation.upsert_points(pts))
-
-    def flush(self) -> None:
-        self.shard.flush()
-
-    def _filter(self, spec: _FilterSpec):
-        E = self.E
-        return E.Filter(must=[E.FieldCondition(key=k, match=E.MatchValue(v)) for k, v in spec.conditions()])
-
-    def query(self, requests: list[tuple[str, Any]], spec: _FilterSpec, limit: int) -> list[list[tuple[str, float]]]:
-        E = self.E
-        flt = self._filter(spec)
-        reqs = [E.QueryRequest(limit=limit, query=E.Query.Nearest(self._vec(name, [vec] if name in MULTI_VIEWS else vec),
-                                                                   using=name), filter=flt, with_payload=False)
-                for name, vec in requests]
-        res = self.shard.query_batch(E.QueryBatchRequest(reqs))
-        return [[(str(p.id), float(p.score)) for p in r] for r in res]
-
-    def retrieve(self, ids: list[str], vectors: Sequence[str] = ()) -> dict[str, tuple[dict, dict]]:
-        recs = self.shard.retrieve(ids, with_payload=True, with_vector=list(vectors) if vectors else False)
-        out = {}
-        for r in recs:
-            vec = r.vector if isinstance(r.vector, dict) else {}
-            out[str(r.id)] = (dict(r.payload or {}), dict(vec or {}))
-        return out
-
-    def count(self) -> int:
-        E = self.E
-        return self.shard.count(E.CountRequest(exact=True, filter=self._filter(_FilterSpec())))
-
-    def hashes(self) -> dict[str, tuple[str | None, str | None]]:
-        E = self.E
-        out: dict[str, tuple[str | None, str | None]] = {}
-        offset = None
-        while True:
-            recs, offset = self.shard.scroll(E.ScrollRequest(
-                offset=offset, limit=1024, with_payload=E.PayloadSelector.Include(["paper_id", "content_hash"]),
-                with_vector=False))
-            for r in recs:
-                pl = dict(r.payload or {})
-                out[str(r.id)] = (pl.get("paper_id"), pl.get("content_hash"))
-            if offset is None or not recs:
-                return out
-
-    def delete(self, ids: list[str]) -> None:
-        if ids:
-            with self._lock:
-                self.shard.update(self.E.UpdateOperation.delete_points(list(ids)))
-
-    def close(self) -> None:
-        if self.shard is not None:
-            self.shard.flush()
-            self.shard.close()
-            self.shard = None
-
-
-class _ClientBackend:
-    """A collection in Qdrant through qdrant-client (server URL, or local mode for tests)."""
-
-    name = "qdrant-client"
-
-    def __init__(self, client: Any, collection: str = PAPERS_COLLECTION, *, owns: bool = False):
-        from qdrant_client import models
-
-        self.client = client
-        self.models = models
-        self.collection = collection
-        self.owns = owns
-
-    def exists(self) -> bool:
-        return self.client.collection_exists(self.collection)
-
-    def ensure(self) -> None:
-        M = self.models
-        if self.exists():
-            return
-        multi = M.MultiVectorConfig(comparator=M.MultiVectorComparator.MAX_SIM)
-        self.client.create_collection(
-            self.collection,
-            vectors_config={
-                "minilm": M.VectorParams(size=DENSE_DIM, distance=M.Distance.COSINE),
-                "minilm_title": M.VectorParams(size=DENSE_DIM, distance=M.Distance.COSINE),
-                "minilm_sents": M.VectorParams(size=DENSE_DIM, distance=M.Distance.COSINE, multivector_config=multi),
-                "minilm_body": M.VectorParams(size=DENSE_DIM, distance=M.Distance.COSINE, multivector_config=multi),
-            },
-            sparse_vectors_config={v: M.SparseVectorParams(modifier=M.Modifier.IDF) for v in SPARSE_VIEWS},
-        )
-        if getattr(self.client, "_client", None).__class__.__name__ != "QdrantLocal":  # payload indexes: server only
-            for f in _KEYWORD_FIELDS:
-                self.client.create_payload_index(self.collection, f, M.PayloadSchemaType.KEYWORD)
-            for f in _INTEGER_FIELDS:
-                self.client.create_payload_index(self.collection, f, M.PayloadSchemaType.INTEGER)
-
-    def _vec(self, name: str, v: Any) -> Any:
-        return self.models.SparseVector(indices=v[0], values=v[1]) if name in SPARSE_VIEWS else v
-
-    def upsert(self, points: list[_Encoded]) -> None:
-        M = self.models
-        pts = [M.PointStruct(id=p.point_id, payload=p.payload,
-                             vector={k: self._vec(k, v) for k, v in p.vectors.items() if not (k in SPARSE_VIEWS and not v[0])})
-               for p in points]
-        self.client.upsert(self.collection, points=pts, wait=True)
-
-    def flush(self) -> None:
-        pass
-
-    def _filter(self, spec: _FilterSpec):
-        M = self.models
-        return M.Filter(must=[M.FieldCondition(key=k, match=M.MatchValue(value=v)) for k, v in spec.conditions()])
-
-    def query(self, requests: list[tuple[str, Any]], spec: _FilterSpec, limit: int) -> list[list[tuple[str, float]]]:
-        M = self.models
-        flt = self._filter(spec)
-        reqs = [M.QueryRequest(query=self._vec(name, [vec] if name in MULTI_VIEWS else vec), using=name, filter=flt,
-                               limit=limit, with_payload=False) for name, vec in requests]
-        res = self.client.query_batch_points(self.collection, requests=reqs)
-        return [[(str(p.id), float(p.score)) for p in r.points] for r in res]
-
-    def retrieve(self, ids: list[str], vectors: Sequence[str] = ()) -> dict[str, tuple[dict, dict]]:
-        recs = self.client.retrieve(self.collection, ids=ids, with_payload=True,
-                                    with_vectors=list(vectors) if vectors else False)
-        return {str(r.id): (dict(r.payload or {}), dict(r.vector or {}) if isinstance(r.vector, dict) else {})
-                for r in recs}
-
-    def count(self) -> int:
-        return self.client.count(self.collection, count_filter=self._filter(_FilterSpec()), exact=True).count
-
-    def hashes(self) -> dict[str, tuple[str | None, str | None]]:
-        out: dict[str, tuple[str | None, str | None]] = {}
-        offset = None
-        while True:
-            recs, offset = self.client.scroll(self.collection, limit=1024, offset=offset,
-                                              with_payload=["paper_id", "content_hash"], with_vectors=False)
-            for r in recs:
-                pl = dict(r.payload or {})
-                out[str(r.id)] = (pl.get("paper_id"), pl.get("content_hash"))
-            if offset is None or not recs:
-                return out
-
-    def delete(self, ids: list[str]) -> None:
-        if ids:
-            self.client.delete(self.collection, points_selector=self.models.PointIdsList(points=list(ids)), wait=True)
-
-    def close(self) -> None:
-        if self.owns:
-            self.client.close()
-
-
 # ------------------------------------------------------------------------------------------- index
-class PaperIndex:
-    """The paper-level index: build (upsert) and search.
+PAPER_SCHEMA = VectorSchema(
+    dense={"minilm": DENSE_DIM, "minilm_title": DENSE_DIM},
+    multi={"minilm_sents": DENSE_DIM, "minilm_body": DENSE_DIM},
+    sparse=SPARSE_VIEWS,
+    keyword=("kind", "paper_id", "venue", "author_keys", "volume"),
+    integer=("year",),
+)
+"""The paper index collection: exact scans (a few thousand papers take milliseconds; no HNSW build)."""
 
-    ``PaperIndex(settings)`` opens the Qdrant server collection ``papers`` when
-    ``settings.qdrant_url`` is set, else the embedded Qdrant Edge shard ``$NEUSYM_HOME/papers_edge``.
-    ``PaperIndex(client=QdrantClient(...))`` uses that client's ``papers`` collection (e.g. the same
-    local-mode client as :class:`neusym.vectorstore.VectorStore`); ``PaperIndex(path=...)`` an edge
-    shard at ``path``. Use as a context manager or call :meth:`close` (the edge shard is
-    single-process).
+
+def _points(encoded: Sequence[_Encoded]) -> list[Point]:
+    return [Point(e.point_id, dict(e.vectors), e.payload) for e in encoded]
+
+
+class PaperIndex:
+    """The paper-level index over one collection (:mod:`neusym.store.vectors`): build (upsert) and search.
+
+    ``backend``: the ``papers`` collection of a corpus version (read-only for searching) or a
+    writable one being built; ``settings``: the encoder settings (default: the process settings).
     """
 
-    def __init__(self, settings: Settings | None = None, *, client: Any = None, path: str | Path | None = None,
-                 collection: str = PAPERS_COLLECTION, lock_wait_s: float = 10.0):
-        settings = settings or get_settings()
-        self.settings = settings
-        if client is not None:
-            self.backend: Any = _ClientBackend(client, collection)
-        elif path is not None:
-            self.backend = _EdgeBackend(Path(path), lock_wait_s)
-        elif settings.qdrant_url:
-            from qdrant_client import QdrantClient
-
-            self.backend = _ClientBackend(
-                QdrantClient(url=settings.qdrant_url, api_key=settings.qdrant_api_key, timeout=60), collection, owns=True)
-        else:
-            self.backend = _EdgeBackend(settings.home / "papers_edge", lock_wait_s)
+    def __init__(self, backend: VectorBackend, settings: Settings | None = None):
+        self.backend = backend
+        self.settings = settings or get_settings()
 
     @property
     def engine(self) -> str:
         """``"qdrant-edge"`` or ``"qdrant-client"``."""
-        return self.backend.name
+        return self.backend.engine
 
     def __enter__(self) -> "PaperIndex":
         return self
@@ -741,12 +450,12 @@ class PaperIndex:
         self.close()
 
     def close(self) -> None:
-        """Flush and release the index."""
+        """Flush and release the collection."""
         self.backend.close()
 
     def count(self) -> int:
         """Number of papers in the index (0 when it does not exist yet)."""
-        return self.backend.count() if self.backend.exists() else 0
+        return self.backend.count(_FilterSpec().filter()) if self.backend.exists() else 0
 
     # -------------------------------------------------------------------------------- build
     def build(self, papers: Iterable[PaperDoc], *, batch_size: int = 128, progress: Any = None,
@@ -757,17 +466,14 @@ class PaperIndex:
         without paper_id or title. ``progress``, if given, is called with the running count;
         ``embed`` replaces the MiniLM encoder (e.g. a caching one in benchmarks).
         """
-        import time
-
         t0 = time.perf_counter()
-        self.backend.ensure()
+        self.backend.create(PAPER_SCHEMA)
         n = body = 0
         batch: list[PaperDoc] = []
 
         def flush_batch() -> None:
             nonlocal n, body
-            enc = encode_papers(batch, batch_size=self.settings.dense_batch_size, embed=embed)
-            self.backend.upsert(enc)
+            self.backend.upsert(_points(encode_papers(batch, embed=embed, settings=self.settings)))
             n += len(batch)
             body += sum(1 for p in batch if p.sections)
             batch.clear()
@@ -795,7 +501,7 @@ class PaperIndex:
         """Hybrid search; see :func:`search_papers`. ``query_vector`` skips encoding (tests/benchmarks)."""
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
-        if not isinstance(limit, int) or limit < 1:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError(f"limit must be a positive integer, got {limit!r}")
         cfg = config or SearchConfig()
         spec = _FilterSpec.make(venue, year, author)
@@ -804,7 +510,8 @@ class PaperIndex:
         text = strip_question(query) if cfg.strip_scaffold else query.strip()
         weights = {k: w for k, w in cfg.weights.items() if w}
         need_dense = any(v in weights for v in DENSE_VIEWS + MULTI_VIEWS)
-        qvec = query_vector if query_vector is not None else (encode_query(text) if need_dense else None)
+        qvec = query_vector if query_vector is not None else (
+            encode_query(text, settings=self.settings) if need_dense else None)
         requests: list[tuple[str, Any]] = []
         for view in weights:
             if view == "bm25" or view == "bm25_body":
@@ -816,24 +523,27 @@ class PaperIndex:
                 if sv[0]:
                     requests.append((view, sv))
             else:
-                requests.append((view, qvec))
+                requests.append((view, [qvec] if view in MULTI_VIEWS else qvec))
         pool = max(cfg.pool, limit)
-        results = self.backend.query(requests, spec, pool) if requests else []
-        fused = _fuse([(name, res) for (name, _), res in zip(requests, results)], weights, cfg, pool)
+        flt = spec.filter()
+        results = self.backend.query([QuerySpec(name, vec, flt, pool, with_payload=False) for name, vec in requests])
+        fused = _fuse([(name, [(h.id, h.score) for h in res]) for (name, _), res in zip(requests, results)],
+                      weights, cfg, pool)
         top = sorted(fused.items(), key=lambda kv: -kv[1])[:limit]
         if not top:
             return []
-        want_vecs = ["minilm_sents"] + (["minilm_body"] if "minilm_body" in weights else [])
-        recs = self.backend.retrieve([pid for pid, _ in top], want_vecs if qvec is not None else ())
+        want_vecs = ["minilm_sents"] if qvec is not None else False
+        recs = {r.id: r for r in self.backend.retrieve([pid for pid, _ in top], vectors=want_vecs)}
         hits = []
         for pid, score in top:
-            if pid not in recs:
+            rec = recs.get(pid)
+            if rec is None:
                 continue
-            payload, vecs = recs[pid]
+            payload = rec.payload
             hits.append(PaperHit(
                 paper_id=payload.get("paper_id"), title=payload.get("title"), venue=payload.get("venue"),
                 year=payload.get("year"), authors=list(payload.get("authors") or []), score=round(float(score), 4),
-                snippet=_snippet(payload, vecs, qvec, text), anthology_id=payload.get("anthology_id"),
+                snippet=_snippet(payload, rec.vectors, qvec, text), anthology_id=payload.get("anthology_id"),
                 volume=payload.get("volume"),
             ))
         return hits
@@ -891,59 +601,52 @@ def _snippet(payload: dict, vecs: dict, qvec: list[float] | None, text: str) -> 
 
 
 # ------------------------------------------------------------------------------------ module API
-_OPEN: dict[str, PaperIndex] = {}
+_OPEN: dict[str, Any] = {}
 _OPEN_LOCK = threading.Lock()
 
 
-def _index_for(settings: Settings | None, client: Any) -> PaperIndex:
-    if client is not None:
-        return PaperIndex(settings, client=client)
+def current_paper_index(settings: Settings | None = None) -> PaperIndex:
+    """The paper index of the current corpus version, opened read-only and kept open in this process
+    (reopened when a newer version is published). Raises ``neusym.store.versions.NoCorpusVersion``."""
+    from .store.versions import open_version
+
     settings = settings or get_settings()
-    key = settings.qdrant_url or str((settings.home / "papers_edge").resolve())
+    key = str(Path(settings.home).resolve())
     with _OPEN_LOCK:
-        if key not in _OPEN:
-            _OPEN[key] = PaperIndex(settings)
-        return _OPEN[key]
+        version = _OPEN.get(key)
+        if version is not None and not version.is_current():
+            version.close()
+            version = None
+        if version is None:
+            version = open_version(settings)
+            _OPEN[key] = version
+        return PaperIndex(version.papers, settings)
 
 
 def close_paper_indexes() -> None:
-    """Close the indexes opened by :func:`build_paper_index` / :func:`search_papers` (releases the edge shard)."""
+    """Release the corpus versions opened by :func:`search_papers`."""
     with _OPEN_LOCK:
-        for idx in _OPEN.values():
-            idx.close()
+        for version in _OPEN.values():
+            version.close()
         _OPEN.clear()
 
 
-def build_paper_index(papers: Iterable[PaperDoc], *, settings: Settings | None = None, client: Any = None,
-                      index: PaperIndex | None = None, batch_size: int = 128, embed: Embedder | None = None) -> dict:
-    """Index papers for :func:`search_papers` (idempotent upsert, point id = uuid5 of paper_id).
-
-    ``papers``: :class:`PaperDoc` records (metadata-only papers have no ``sections``). Target: ``index``
-    if given, else ``client``'s ``papers`` collection, else the settings' store (Qdrant server when
-    ``NEUSYM_QDRANT_URL`` is set, else the edge shard ``$NEUSYM_HOME/papers_edge``). Encoding costs
-    about 1 + (number of abstract sentences) MiniLM passes per paper. Returns
-    ``{"papers", "with_body", "seconds"}``; raises ``ValueError`` for a paper without id or title.
-    ``embed`` replaces the MiniLM encoder (texts -> unit 384-d vectors), e.g. a caching one.
-    """
-    idx = index or _index_for(settings, client)
-    return idx.build(papers, batch_size=batch_size, embed=embed)
-
-
 def search_papers(query: str, *, venue: str | None = None, year: int | str | None = None, author: str | None = None,
-                  limit: int = 10, settings: Settings | None = None, client: Any = None,
-                  index: PaperIndex | None = None, config: SearchConfig | None = None) -> list[PaperHit]:
+                  limit: int = 10, settings: Settings | None = None, index: PaperIndex | None = None,
+                  config: SearchConfig | None = None) -> list[PaperHit]:
     """Find the papers best matching a natural-language question or keywords, best first.
 
     ``venue`` (e.g. "acl", case-insensitive conference abbreviation; "findings" selects Findings
     volumes of any conference), ``year`` (int) and ``author``
     (full name "Yang Liu" / "Liu, Yang" or last name "Liu", accent- and case-insensitive) are applied
-    inside Qdrant as payload filters, so every hit satisfies them. ``limit`` >= 1 hits are returned
-    (fewer if fewer papers match). Each :class:`PaperHit` carries the fused score (a weighted sum of
-    per-view z-scores; comparable within one query only) and the abstract sentence closest to the query.
-    Store selection as in :func:`build_paper_index`; an index that does not exist yet gives ``[]``.
-    Raises ``ValueError`` for an empty query, a non-positive limit or a non-integer year.
+    inside the vector store as payload filters, so every hit satisfies them. ``limit`` >= 1 hits are
+    returned (fewer if fewer papers match). Each :class:`PaperHit` carries the fused score (a weighted
+    sum of per-view z-scores; comparable within one query only) and the abstract sentence closest to
+    the query. ``index``: search this index instead of the current corpus version's.
+    Raises ``ValueError`` for an empty query, a non-positive limit or a non-integer year, and
+    ``neusym.store.versions.NoCorpusVersion`` when nothing has been published.
     """
-    idx = index or _index_for(settings, client)
+    idx = index or current_paper_index(settings)
     return idx.search(query, venue=venue, year=year, author=author, limit=limit, config=config)
 
 
@@ -1023,117 +726,75 @@ class PaperIndexSyncReport(BaseModel):
     engine: str = ""
 
 
-def sync_paper_index(settings: Settings | None = None, *, db_path: Path | None = None, client: Any = None,
-                     index: PaperIndex | None = None, embed: Embedder | None = None, batch_size: int = 128,
-                     lock_wait_s: float = 600.0) -> PaperIndexSyncReport:
-    """Make the paper index hold exactly the papers of the corpus database, encoding only what changed.
+def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend, db_path: Path,
+                     embed: Embedder | None = None, batch_size: int = 128) -> PaperIndexSyncReport:
+    """Make the paper index ``backend`` hold exactly the papers of the DuckDB file ``db_path``,
+    encoding only what changed (called by the publish stage on the new version's copy).
 
-    Reads the published snapshot (``neusym.snapshot.current_snapshot(settings)``) or ``db_path`` with
-    :func:`read_paper_docs` (metadata-only papers and parsed papers alike; full-text views for parsed
+    Reads :func:`read_paper_docs` (metadata-only and parsed papers alike; full-text views for parsed
     ones). Each paper's content hash (:meth:`PaperDoc.content_hash`, includes ``INDEX_VERSION``) is
     compared with the ``content_hash`` payload of its point: new papers are added, changed ones
     re-encoded and upserted, unchanged ones cost nothing, and points of papers no longer in the
     database are deleted. Idempotent: a second call with nothing changed encodes nothing
-    (``texts_encoded == 0``).
-
-    Target: ``index`` if given, else ``client``'s ``papers`` collection, else the settings' store
-    (Qdrant server with ``NEUSYM_QDRANT_URL``, else the edge shard ``$NEUSYM_HOME/papers_edge``).
-    The edge shard is single-process: the sync opens it only to read the stored hashes and to write
-    each encoded batch (encoding happens with the shard closed, so a concurrent ``neusym search``
-    waits at most for one batch write), waiting up to ``lock_wait_s`` for a reader to let go.
-
-    Cost per new/changed paper: 2 + (abstract sentences, ~8) MiniLM passes for a metadata-only paper
-    (~0.1 s on 2 cores), plus up to :data:`MAX_BODY_PASSAGES` passages of ~700 characters when the
-    full text is present. ``embed`` replaces the encoder (tests, benchmark caches).
-    Raises ``neusym.snapshot.NoSnapshotError`` when no snapshot was published and ``db_path`` is not
-    given, ``FileNotFoundError`` for a missing ``db_path``, :class:`IndexBusyError` when the shard
-    stays locked.
+    (``texts_encoded == 0``). ``embed`` replaces the encoder (tests, benchmark caches). Cost per
+    new/changed paper: 2 + (abstract sentences, ~8) MiniLM passes for a metadata-only paper, plus up
+    to :data:`MAX_BODY_PASSAGES` passages of ~700 characters when the full text is present. Raises
+    ``FileNotFoundError`` for a missing ``db_path``.
     """
     t0 = time.perf_counter()
     settings = settings or get_settings()
-    if db_path is None:
-        from .snapshot import current_snapshot
-
-        db_path = current_snapshot(settings)
     docs = read_paper_docs(db_path)
     counted = 0
 
     def counting_embed(texts: list[str]) -> list[list[float]]:
         nonlocal counted
         counted += len(texts)
-        return embed(texts) if embed is not None else _dense(texts, batch_size=settings.dense_batch_size)
+        return embed(texts) if embed is not None else _dense(texts, settings)
 
-    own = index is None
-    if own and client is None:
-        key = settings.qdrant_url or str((settings.home / "papers_edge").resolve())
-        with _OPEN_LOCK:  # this process must not hold a second handle on the same edge shard
-            cached = _OPEN.pop(key, None)
-        if cached is not None:
-            cached.close()
-
-    def open_index() -> PaperIndex:
-        if index is not None:
-            return index
-        return PaperIndex(settings, client=client, lock_wait_s=lock_wait_s)
-
-    def release(idx: PaperIndex) -> None:
-        if own and client is None:
-            idx.close()  # flushes and lets other processes open the edge shard
-
-    idx = open_index()
-    try:
-        idx.backend.ensure()
-        stored = idx.backend.hashes()
-        engine = idx.engine
-    finally:
-        release(idx)
-    report = PaperIndexSyncReport(source=str(db_path), engine=engine, papers=len(docs),
+    backend.create(PAPER_SCHEMA)
+    stored = {r.id: r.payload.get("content_hash")
+              for r in backend.scroll(_FilterSpec().filter(), payload=["paper_id", "content_hash"])}
+    report = PaperIndexSyncReport(source=str(db_path), engine=backend.engine, papers=len(docs),
                                   with_body=sum(1 for d in docs if d.sections))
     wanted: set[str] = set()
     todo: list[PaperDoc] = []
     for d in docs:
         pid = point_id_for_paper(d.paper_id)
         wanted.add(pid)
-        old = stored.get(pid)
-        if old is not None and old[1] == d.content_hash():
+        old = stored.get(pid, "")
+        if old and old == d.content_hash():
             report.unchanged += 1
             continue
         todo.append(d)
-        if old is None:
-            report.added += 1
-        else:
+        if pid in stored:
             report.updated += 1
+        else:
+            report.added += 1
     stale = [pid for pid in stored if pid not in wanted]
     for start in range(0, len(todo), batch_size):
-        encoded = encode_papers(todo[start:start + batch_size], embed=counting_embed)
-        idx = open_index()
-        try:
-            idx.backend.upsert(encoded)
-        finally:
-            release(idx)
+        backend.upsert(_points(encode_papers(todo[start:start + batch_size], embed=counting_embed)))
     if stale:
-        idx = open_index()
-        try:
-            idx.backend.delete(stale)
-        finally:
-            release(idx)
+        backend.delete(stale)
         report.deleted = len(stale)
-    if index is not None:
-        index.backend.flush()
+    backend.flush()
     report.texts_encoded = counted
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 
 
-def ensure_paper_index(settings: Settings | None = None, *, client: Any = None) -> PaperIndexSyncReport | None:
-    """Build the paper index from the published snapshot when it does not exist yet (first search).
-
-    Returns the sync report when it synced, ``None`` when an index already exists (it is then used
-    as it is: the nightly run and ``neusym ingest``/``crawl`` keep it in step with the corpus).
-    Raises ``neusym.snapshot.NoSnapshotError`` when there is neither an index nor a snapshot.
-    """
-    settings = settings or get_settings()
-    idx = _index_for(settings, client)
-    if idx.backend.exists() and idx.count() > 0:
-        return None
-    return sync_paper_index(settings, client=client)
+__all__ = [
+    "PAPER_SCHEMA",
+    "PaperDoc",
+    "PaperHit",
+    "PaperIndex",
+    "PaperIndexSyncReport",
+    "SearchConfig",
+    "close_paper_indexes",
+    "current_paper_index",
+    "encode_papers",
+    "read_paper_docs",
+    "search_papers",
+    "split_sentences",
+    "strip_question",
+    "sync_paper_index",
+]

@@ -7,6 +7,7 @@ Every value can be set with an environment variable ``NEUSYM_<FIELD>`` (case-ins
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -26,6 +27,9 @@ class Settings(BaseSettings):
         default_factory=list,
         description="PDF files/folders the corpus refresh reads (JSON list in NEUSYM_PDF_DIRS); empty = home/pdfs.",
     )
+    cache_dir: Path = Field(
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "neusym",
+        description="Machine-wide cache shared by every NEUSYM_HOME: the ONNX export of all-MiniLM-L6-v2.")
     refresh_cron: str = Field("0 2 * * *", description="Schedule of the corpus_refresh DAG (cron, UTC).")
     snapshot_keep: int = Field(2, description="Published read-only snapshots kept (current + previous).")
     # -- crawl ---------------------------------------------------------------------------------
@@ -74,11 +78,21 @@ class Settings(BaseSettings):
     mineru_tier: str = Field("flash", description="MinerU parse tier: flash (offline), basic, standard, advanced.")
     mineru_timeout_s: float = Field(600.0, description="Wall-clock limit of one MinerU parse run.")
     # -- vector store --------------------------------------------------------------------------
-    qdrant_url: str | None = Field(None, description="Qdrant server URL; unset = embedded local mode under home/qdrant.")
+    qdrant_url: str | None = Field(
+        None, description="Qdrant server URL; unset = embedded qdrant-edge shards inside each corpus version.")
     qdrant_api_key: str | None = None
-    qdrant_upsert_batch: int = 256
+    qdrant_upsert_batch: int = 512
+    versions_keep: int = Field(2, description="Published corpus versions kept on disk (current + previous); "
+                               "a version that a reader still holds open is kept until it is released.")
+    writer_wait_s: float = Field(600.0, description="How long a writer (ingest, crawl, enrich, the DAG's single "
+                                 "writers) waits for another writer of the same NEUSYM_HOME before giving up.")
     # -- encoding ------------------------------------------------------------------------------
     chunk_tokens: int = Field(256, description="Chunk length in all-MiniLM-L6-v2 word pieces (its trained window).")
+    dense_backend: Literal["onnx-int8", "torch"] = Field(
+        "onnx-int8", description="How all-MiniLM-L6-v2 runs: onnx-int8 (ONNX Runtime, int8 weights, exported once into "
+        "home/models) or torch (sentence-transformers). Changing it re-encodes every cell at the next publish.")
+    dense_threads: int = Field(0, description="Intra-op threads of batch encoding (0 = the runtime default); queries "
+                               "always use one thread.")
     dense_batch_size: int = 32
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
@@ -145,8 +159,13 @@ class Settings(BaseSettings):
         return self.home / "quarantine"
 
     @property
-    def qdrant_path(self) -> Path:
-        """Embedded (local-mode) Qdrant storage, used when ``qdrant_url`` is unset."""
+    def versions_dir(self) -> Path:
+        """Published corpus versions (DuckDB snapshot + vector shards), ``$NEUSYM_HOME/versions``."""
+        return self.home / "versions"
+
+    @property
+    def legacy_qdrant_path(self) -> Path:
+        """Where neusym before corpus versions kept its qdrant-client local-mode store (migrated on publish)."""
         return self.home / "qdrant"
 
     @property

@@ -38,15 +38,8 @@ import duckdb
 import sqlglot
 from sqlglot import exp
 
-from neusym.errors import NeusymError, SQLTimeoutError, UnsafeSQLError
-
-
-class SQLError(NeusymError):
-    """A read-only query that DuckDB rejected (syntax error, unknown table or column, type error...)."""
-
-
-class DatabaseUnavailableError(SQLError):
-    """The corpus database file is missing or cannot be opened (e.g. locked by a writer process)."""
+from neusym.errors import NeusymError, SQLError, SQLTimeoutError, UnsafeSQLError
+from neusym.store.db import READONLY_CONFIG, DatabaseUnavailableError, connect_readonly
 
 
 # --------------------------------------------------------------------------------------------
@@ -263,35 +256,6 @@ class QueryResult:
     def row_count(self) -> int:
         """Number of rows held (after the cap)."""
         return len(self.rows)
-
-
-READONLY_CONFIG: dict[str, Any] = {
-    "enable_external_access": False,
-    "python_enable_replacements": False,
-    "autoload_known_extensions": False,
-    "autoinstall_known_extensions": False,
-    "allow_community_extensions": False,
-    "lock_configuration": True,  # last: nothing can be changed with SET afterwards
-}
-"""DuckDB configuration of every read-only connection."""
-
-
-def connect_readonly(db_path: Path) -> duckdb.DuckDBPyConnection:
-    """Open the corpus file read-only with :data:`READONLY_CONFIG`.
-
-    Raises :class:`DatabaseUnavailableError` when the file does not exist or cannot be opened (for
-    example while another process holds it open for writing). Note: DuckDB refuses to open a file
-    twice in one process with different configurations, so close other connections to it first.
-    """
-    path = Path(db_path)
-    if not path.is_file():
-        raise DatabaseUnavailableError(
-            f"database file not found: {path} (build the corpus first, or point NEUSYM_HOME at an existing one)"
-        )
-    try:
-        return duckdb.connect(str(path), read_only=True, config=dict(READONLY_CONFIG))
-    except duckdb.Error as exc:
-        raise DatabaseUnavailableError(f"cannot open database {path} read-only: {_first_line(str(exc))}") from None
 
 
 def run_readonly_sql(db_path: Path, sql: str, *, timeout_s: float, max_rows: int) -> QueryResult:

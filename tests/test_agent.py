@@ -35,6 +35,7 @@ from neusym.agent.llm import ContextOverflowError, LLMReply, OpenAICompatibleLLM
 from neusym.agent.react import AgentResult, answer_question, system_prompt, task_prompt
 from neusym.errors import ActionError, ModelFileError
 from neusym.ids import element_id, paper_id_for
+from neusym.publish import publish
 from neusym.settings import Settings
 
 from .openai_loopback import LoopbackOpenAI, completion
@@ -90,11 +91,13 @@ def build_corpus(home: Path, pdf: Path = RAG_PDF, title: str = RAG_TITLE) -> tup
                 )
     con.close()
     doc.close()
-    return Settings(home=home, observation_max_tokens=1500, agent_max_turns=20), pid
+    settings = Settings(home=home, observation_max_tokens=1500, agent_max_turns=20)
+    publish(settings)  # readers (the agent) open the published corpus version
+    return settings, pid
 
 
 class FakeVectorStore:
-    """Same interface as neusym.vectorstore.VectorStore; returns canned hits and records every call."""
+    """Same interface as neusym.store.cells.CellSearch; returns canned hits and records every call."""
 
     collection_names = ["text_bm25_en", "text_sentence_transformers_all_minilm_l6_v2"]
     encodable_columns = [("chunks", "text_content"), ("metadata", "abstract"), ("images", "image_caption")]

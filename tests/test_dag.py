@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
 from neusym.settings import Settings
-from neusym.vectorstore import VectorStore
+from neusym.store.versions import current_db, open_version
 
 from .conftest import REPO, SAMPLES
 from .openai_loopback import LoopbackOpenAI, completion
@@ -23,12 +22,9 @@ pytestmark = pytest.mark.slow
 
 
 def point_ids(settings: Settings) -> dict[str, set[str]]:
-    with VectorStore(settings) as store:
-        out = {}
-        for c in (BM25_COLLECTION, DENSE_COLLECTION):
-            points, _ = store.client.scroll(c, limit=100_000, with_payload=False, with_vectors=False)
-            out[c] = {str(p.id) for p in points}
-        return out
+    """Point ids of the current version's cell collection and paper index."""
+    with open_version(settings) as version:
+        return {name: {r.id for r in version.backend(name).scroll(payload=False)} for name in ("cells", "papers")}
 
 
 def test_dag_run_builds_the_same_corpus_as_the_cli(tmp_path, ingested):
@@ -52,7 +48,7 @@ def test_dag_run_builds_the_same_corpus_as_the_cli(tmp_path, ingested):
     ended = re.findall(r"end task task_id=(\w+) map_index=(-?\d+)", log)
     assert sorted(ended) == sorted(
         [("discover", "-1"), ("sources", "-1"), ("load_metadata", "-1"), ("collect", "-1"),
-         ("materialize", "-1"), ("publish_vectors", "-1")]
+         ("materialize", "-1"), ("publish", "-1")]
         + [(t, str(i)) for t in ("parse", "encode") for i in range(5)]
     )
     assert re.search(r"DagRun Finished: dag_id=corpus_refresh.*state=success", log)
@@ -68,15 +64,14 @@ def test_dag_run_builds_the_same_corpus_as_the_cli(tmp_path, ingested):
 
 
 def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
-    """The crawl branch: mapped crawl task -> load_metadata -> (no PDFs) -> materialize publishes the snapshot;
-    publish_vectors updates the neusym://corpus asset, which queues corpus_enrich, whose run then builds
-    the paper search index from the published snapshot."""
+    """The crawl branch: mapped crawl task -> load_metadata -> (no PDFs) -> materialize -> publish (a corpus
+    version whose paper index already holds the crawled papers); publish updates the neusym://corpus asset,
+    which queues corpus_enrich, whose run adds tldr/tags and publishes again."""
     import sqlite3
 
     import duckdb
 
     from neusym.search import close_paper_indexes, search_papers
-    from neusym.snapshot import current_snapshot
 
     home = tmp_path / "home"
     env = dict(
@@ -101,9 +96,12 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
     assert run.returncode == 0, log[-3000:]
     assert re.search(r"DagRun Finished: dag_id=corpus_refresh.*state=success", log)
     ended = {t for t, _ in re.findall(r"end task task_id=(\w+) map_index=(-?\d+)", log)}
-    assert {"crawl", "load_metadata", "materialize", "publish_vectors"} <= ended
+    assert {"crawl", "load_metadata", "materialize", "publish"} <= ended
+    # searchable right after the refresh: the version holds the crawled papers' paper index and cells
+    with open_version(Settings(home=home)) as version:
+        assert version.papers.count() == 46 and version.cells.count() >= 46 * 2  # titles + abstracts at least
 
-    con = duckdb.connect(str(current_snapshot(Settings(home=home))), read_only=True)
+    con = duckdb.connect(str(current_db(Settings(home=home))), read_only=True)
     try:
         # the fixture's 2024.acl "srw" volume lists 46 papers (counted in the XML)
         assert con.execute("SELECT count(*), count(num_pages) FROM metadata").fetchone() == (46, 0)
@@ -111,7 +109,7 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
     finally:
         con.close()
 
-    # data-triggered downstream: the asset event of publish_vectors queued a corpus_enrich run
+    # data-triggered downstream: the asset event of publish queued a corpus_enrich run
     meta = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
     try:
         events = meta.execute("SELECT a.name, e.source_dag_id, e.source_task_id FROM asset_event e "
@@ -119,7 +117,7 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
         queued = meta.execute("SELECT target_dag_id FROM asset_dag_run_queue").fetchall()
     finally:
         meta.close()
-    assert events == [("neusym://corpus", "corpus_refresh", "publish_vectors")]
+    assert events == [("neusym://corpus", "corpus_refresh", "publish")]
     assert queued == [("corpus_enrich",)]
 
     # corpus_enrich with an OpenAI-compatible endpoint on loopback (canned tldr/tags replies) and a
@@ -134,7 +132,7 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
     assert enrich.returncode == 0, log[-3000:]
     assert re.search(r"DagRun Finished: dag_id=corpus_enrich.*state=success", log)
     mapped = re.findall(r"end task task_id=summarize map_index=(\d+)", log)
-    con = duckdb.connect(str(current_snapshot(Settings(home=home))), read_only=True)
+    con = duckdb.connect(str(current_db(Settings(home=home))), read_only=True)
     try:
         tldrs = con.execute("SELECT count(*) FROM metadata WHERE tldr = 'A canned summary.' "
                             "AND tags = ['canned tag']").fetchone()[0]

@@ -14,7 +14,7 @@ import duckdb
 import pytest
 
 from neusym.agent.llm import LLMError, LLMReply
-from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
+from neusym.encode import BM25_COLLECTION
 from neusym.enrich import (
     ENRICHED_COLUMN_NAMES,
     apply_enrichment,
@@ -25,8 +25,8 @@ from neusym.enrich import (
 )
 from neusym.pipeline import ingest
 from neusym.settings import Settings
-from neusym.snapshot import current_snapshot
-from neusym.vectorstore import VectorStore
+from neusym.store.cells import CellSearch
+from neusym.store.versions import current_db, open_version
 
 from .conftest import SAMPLES
 
@@ -69,7 +69,7 @@ def base_home(tmp_path_factory):
 
 @pytest.fixture
 def settings(base_home, tmp_path):
-    """A private copy of the one-paper corpus (the snapshot pointer is re-pointed into the copy)."""
+    """A private copy of the one-paper corpus (its relative version links point into the copy)."""
     home = tmp_path / "home"
     shutil.copytree(base_home, home, symlinks=True)
     link = home / "corpus-snapshot.duckdb"
@@ -83,17 +83,18 @@ def settings(base_home, tmp_path):
 
 
 def q(settings: Settings, sql: str, params=()):
-    con = duckdb.connect(str(current_snapshot(settings)), read_only=True)
+    con = duckdb.connect(str(current_db(settings)), read_only=True)
     try:
         return con.execute(sql, list(params)).fetchall()
     finally:
         con.close()
 
 
-def enriched_points(settings: Settings, collection: str) -> dict[str, str]:
-    with VectorStore(settings) as store:
-        points, _ = store.client.scroll(collection, limit=100_000, with_payload=True, with_vectors=False)
-    return {str(p.id): p.payload["text"] for p in points if p.payload["column_name"] in ENRICHED_COLUMN_NAMES}
+def enriched_points(settings: Settings) -> dict[str, str]:
+    """Point id -> text of the enriched columns' points in the current version's cell collection."""
+    with open_version(settings) as version:
+        return {r.id: r.payload["text"] for r in version.cells.scroll()
+                if r.payload["column_name"] in ENRICHED_COLUMN_NAMES}
 
 
 def test_summaries_fill_every_element_once_and_are_searchable(settings):
@@ -115,16 +116,17 @@ def test_summaries_fill_every_element_once_and_are_searchable(settings):
     assert q(settings, "SELECT count(image_summary) FROM images")[0][0] == counts["images"]
     title, tldr, tags = q(settings, "SELECT title, tldr, tags FROM metadata")[0]
     assert tldr == "TLDR: " + " ".join((title + " ").split()[:6]) and tags == ["literature graph", "scholarly search"]
-    # the filled cells are encoded: one point per cell in both views (tldr included)
-    for collection in (BM25_COLLECTION, DENSE_COLLECTION):
-        assert len(enriched_points(settings, collection)) == n
-    with VectorStore(settings) as store:
+    # the filled cells are encoded: one point per cell (tldr included), published as a new version
+    assert len(enriched_points(settings)) == n and report.applied[0].version is not None
+    with open_version(settings) as version:
         caption = q(settings, "SELECT table_caption FROM tables ORDER BY page_number, ordinal")[0][0]
-        hits = store.search(" ".join(caption.split()[:6]), BM25_COLLECTION, "tables", "table_summary", limit=1)
+        hits = CellSearch(version.cells, settings).search(" ".join(caption.split()[:6]), BM25_COLLECTION,
+                                                          "tables", "table_summary", limit=1)
     assert hits[0]["text"] == "SUMMARY of Table: " + " ".join(caption.split()[:6])
     # nothing is summarized twice
     again = enrich(settings, stages=("summaries",), llm=llm, budget_tokens=10**9)
     assert len(llm.calls) == n and again.summary_units == [] and again.applied[0].points_upserted == 0
+    assert again.applied[0].version is None  # nothing loaded, nothing published
 
 
 def test_budget_splits_the_work_across_runs_in_priority_order(settings):
@@ -182,13 +184,13 @@ def test_an_interrupted_task_keeps_what_it_finished(settings):
 def test_reparse_and_republish_keep_summaries_and_their_points(settings):
     enrich(settings, stages=("summaries",), llm=EchoLLM(), budget_tokens=10**9)
     before = q(settings, "SELECT page_id, page_summary FROM pages ORDER BY page_id")
-    points = enriched_points(settings, DENSE_COLLECTION)
+    points = enriched_points(settings)
     # force a re-parse and re-materialization of the same PDF, then re-publish its vectors
     shutil.rmtree(settings.staging_dir / "parsed")
     report = ingest([PAPER], settings)
     assert [r.status for r in report.parsed] == ["parsed"]
     assert q(settings, "SELECT page_id, page_summary FROM pages ORDER BY page_id") == before  # from the cache
-    assert enriched_points(settings, DENSE_COLLECTION) == points  # publish_stage left them alone
+    assert enriched_points(settings) == points  # the summaries came back from the cache, and their points
 
 
 def test_a_vision_llm_gets_the_figure_region(settings):
@@ -219,7 +221,7 @@ def test_ocr_reads_text_inside_a_real_figure(settings):
     # Figure 1 of the paper is the literature graph: nodes labelled "paper", "author", "entity" ...
     fig1 = next(text for cap, text in rows if cap.startswith("Figure 1"))
     assert re.search(r"(?i)author", fig1), fig1
-    assert len(enriched_points(settings, BM25_COLLECTION)) == sum(1 for _, t in rows if t.strip())
+    assert len(enriched_points(settings)) == sum(1 for _, t in rows if t.strip())
 
 
 @pytest.mark.slow

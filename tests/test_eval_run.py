@@ -360,12 +360,14 @@ def test_unknown_method_lists_the_valid_ones(corpus_settings, tmp_path, monkeypa
 
 
 class RecordingStore:
-    """Wraps the real VectorStore of the corpus and records every search."""
+    """Wraps the real cell search of the current corpus version and records every search."""
 
     def __init__(self, settings):
-        from neusym.vectorstore import VectorStore
+        from neusym.store.cells import CellSearch
+        from neusym.store.versions import open_version
 
-        self.inner = VectorStore(settings)
+        self.version = open_version(settings)
+        self.inner = CellSearch(self.version.cells, settings)
         self.calls: list[tuple] = []
 
     def search(self, *args):
@@ -380,7 +382,7 @@ class RecordingStore:
 def store(corpus_settings):
     recording = RecordingStore(corpus_settings)
     yield recording
-    recording.inner.close()
+    recording.version.close()
 
 
 def run_method(settings, store, method: str, question: str, replies: list, paper_ids: list[str] | None = None):

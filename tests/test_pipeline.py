@@ -1,4 +1,4 @@
-"""End-to-end stage tests on the bundled real PDFs: DuckDB rows, Qdrant points, idempotency, quarantine."""
+"""End-to-end stage tests on the bundled real PDFs: DuckDB rows, cell points, idempotency, quarantine."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ import shutil
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pytest
 
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, ENCODABLE_COLUMNS, PRIMARY_KEYS
+from neusym.ids import point_id
 from neusym.pipeline import ingest, sha256_file
 from neusym.settings import Settings
-from neusym.vectorstore import VectorStore
+from neusym.store.cells import CellSearch
+from neusym.store.vectors import Filter, Match
+from neusym.store.versions import open_version
 
 from .conftest import SAMPLE_PAGES, SAMPLES
 
@@ -74,32 +78,47 @@ def test_every_sample_paper_is_loaded_with_its_pages(ingested):
 
 def test_one_point_per_encodable_cell_with_payload(ingested):
     settings, report = ingested
-    cells = encodable_cell_count(settings.db_path)
-    assert report.publish.point_counts[DENSE_COLLECTION] == cells
-    # BM25 skips only cells without any indexable word (e.g. pure symbols)
-    assert 0.97 * cells <= report.publish.point_counts[BM25_COLLECTION] <= cells
-    con = duckdb.connect(str(settings.db_path), read_only=True)
-    chunk_id, text, page, paper = con.execute(
-        "SELECT chunk_id::VARCHAR, text_content, page_number, ref_paper_id::VARCHAR FROM chunks "
-        "ORDER BY chunk_id LIMIT 1").fetchone()
-    con.close()
-    with VectorStore(settings) as store:
-        for collection in (BM25_COLLECTION, DENSE_COLLECTION):
-            points, _ = store.client.scroll(collection, scroll_filter=None, limit=10_000, with_payload=True)
-            hit = [p for p in points if p.payload["primary_key"] == chunk_id]
-            assert len(hit) == 1
-            pl = hit[0].payload
-            assert (pl["table_name"], pl["column_name"], pl["paper_id"], pl["page_number"], pl["text"]) == (
-                "chunks", "text_content", paper, page, text)
+    with open_version(settings) as version:
+        cells = encodable_cell_count(version.db_path)
+        assert report.publish.points == cells and version.cells.count() == cells
+        con = duckdb.connect(str(version.db_path), read_only=True)
+        chunk_id, text, page, paper = con.execute(
+            "SELECT chunk_id::VARCHAR, text_content, page_number, ref_paper_id::VARCHAR FROM chunks "
+            "ORDER BY chunk_id LIMIT 1").fetchone()
+        con.close()
+        hit = list(version.cells.scroll(Filter(must=(Match("primary_key", chunk_id),))))
+        assert len(hit) == 1 and hit[0].id == point_id("chunks", "text_content", chunk_id)
+        pl = hit[0].payload
+        assert (pl["table_name"], pl["column_name"], pl["paper_id"], pl["page_number"], pl["text"]) == (
+            "chunks", "text_content", paper, page, text)
+
+
+def test_page_vectors_are_the_mean_of_their_chunk_vectors(ingested):
+    """pages.page_content is longer than MiniLM's window: its dense vector is the normalised mean of its chunks'."""
+    settings, _ = ingested
+    with open_version(settings) as version:
+        con = duckdb.connect(str(version.db_path), read_only=True)
+        page_id, chunk_ids = con.execute(
+            "SELECT ref_page_id::VARCHAR, list(chunk_id::VARCHAR) FROM chunks GROUP BY 1 "
+            "HAVING count(*) >= 3 ORDER BY 1 LIMIT 1").fetchone()
+        con.close()
+        page = version.cells.retrieve([point_id("pages", "page_content", page_id)], vectors=["minilm", "bm25"])[0]
+        chunks = version.cells.retrieve([point_id("chunks", "text_content", c) for c in chunk_ids], vectors=["minilm"])
+    mean = np.mean([c.vectors["minilm"] for c in chunks], axis=0)
+    mean /= np.linalg.norm(mean)
+    assert len(chunks) == len(chunk_ids) >= 3
+    assert np.allclose(page.vectors["minilm"], mean, atol=1e-5)
+    assert page.vectors["bm25"][0]  # the page's own BM25 vector
 
 
 def test_search_finds_the_right_paper_and_respects_filters(ingested):
     settings, _ = ingested
-    con = duckdb.connect(str(settings.db_path), read_only=True)
-    popqa = con.execute("SELECT paper_id::VARCHAR FROM metadata WHERE title ILIKE '%Trust Language Models%'").fetchone()[0]
-    specter = con.execute("SELECT paper_id::VARCHAR FROM metadata WHERE title ILIKE 'SPECTER%'").fetchone()[0]
-    con.close()
-    with VectorStore(settings) as store:
+    with open_version(settings) as version:
+        con = duckdb.connect(str(version.db_path), read_only=True)
+        popqa = con.execute("SELECT paper_id::VARCHAR FROM metadata WHERE title ILIKE '%Trust Language Models%'").fetchone()[0]
+        specter = con.execute("SELECT paper_id::VARCHAR FROM metadata WHERE title ILIKE 'SPECTER%'").fetchone()[0]
+        con.close()
+        store = CellSearch(version.cells, settings)
         hits = store.search("popularity of entities and retrieval augmentation of parametric memory",
                             BM25_COLLECTION, "chunks", "text_content", limit=5)
         assert hits and hits[0]["paper_id"] == popqa
@@ -112,6 +131,9 @@ def test_search_finds_the_right_paper_and_respects_filters(ingested):
         hits = store.search("language model evaluation", BM25_COLLECTION, "chunks", "text_content",
                             filter=f"paper_id != '{specter}' and page_number in [1, 3]", limit=20)
         assert hits and all(h["paper_id"] != specter and h["page_number"] in (1, 3) for h in hits)
+        hits = store.search("How do large language models handle knowledge about less popular entities?",
+                            DENSE_COLLECTION, "pages", "page_content", limit=3)
+        assert hits[0]["paper_id"] == popqa
 
 
 def test_reingest_changes_nothing(ingested):
@@ -121,8 +143,10 @@ def test_reingest_changes_nothing(ingested):
     assert [r.status for r in again.parsed] == ["reused"] * 5
     assert [e.status for e in again.encoded] == ["reused"] * 5
     assert again.row_counts == first.row_counts
-    assert again.publish.point_counts == first.publish.point_counts
-    assert again.publish.papers_unchanged == 5 and sum(again.publish.upserted.values()) == 0
+    assert again.publish.points == first.publish.points
+    assert again.publish.papers_unchanged == 5 and again.publish.upserted == again.publish.deleted == 0
+    assert again.publish.paper_index["texts_encoded"] == 0
+    assert again.publish.version == first.publish.version + 1
     assert db_fingerprint(settings.db_path) == before
 
 

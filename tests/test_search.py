@@ -1,6 +1,6 @@
 """Paper-level search (neusym.search) on real ACL Anthology records, metadata only.
 
-One embedded (qdrant-edge) index per module: the first 40 papers of ACL 2024 (real XML fixture) and the
+One embedded (qdrant-edge) index per module, built directly (not through a corpus version): the first 40 papers of ACL 2024 (real XML fixture) and the
 papers the questions are about, plus
 the Findings 2024 and EMNLP 2023 subsets, so venues and years differ.
 """
@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 import duckdb
 import pytest
 
+from neusym.encode import paper_tokens
 from neusym.ids import paper_id_for
 from neusym.search import (
     PaperDoc,
@@ -20,9 +21,7 @@ from neusym.search import (
     PaperIndex,
     SearchConfig,
     author_keys,
-    build_paper_index,
     normalize_person,
-    paper_tokens,
     point_id_for_paper,
     search_papers,
     split_sentences,
@@ -30,6 +29,8 @@ from neusym.search import (
     sync_paper_index,
 )
 from neusym.sources.acl_source import parse_acl_collection
+from neusym.store.vectors import ClientBackend, EdgeBackend
+from neusym.store.versions import current_db
 
 N_ACL = 40
 _VECTORS: dict[str, list[float]] = {}
@@ -59,8 +60,8 @@ def papers(repo_root):
 
 @pytest.fixture(scope="module")
 def index(papers, tmp_path_factory):
-    idx = PaperIndex(path=tmp_path_factory.mktemp("papers") / "papers_edge")
-    stats = build_paper_index(papers, index=idx, embed=memo_embed)
+    idx = PaperIndex(EdgeBackend(tmp_path_factory.mktemp("papers") / "papers_edge"))
+    stats = idx.build(papers, embed=memo_embed)
     assert stats["papers"] == len(papers)
     yield idx
     idx.close()
@@ -130,7 +131,7 @@ def test_metadata_only_papers_and_missing_abstract(tmp_path):
                  abstract="We build an ASR system for dialects with little data. It uses self-training.",
                  venue="EMNLP", year=2023, authors=["Alan Turing"]),
     ]
-    with PaperIndex(path=tmp_path / "edge") as idx:
+    with PaperIndex(EdgeBackend(tmp_path / "edge")) as idx:
         idx.build(docs)
         hits = idx.search("Which paper applies GNNs to predict how proteins fold?", limit=2)
         assert hits[0].paper_id == docs[0].paper_id
@@ -147,7 +148,7 @@ def test_full_text_sections_are_used_when_present(tmp_path):
         PaperDoc(paper_id="p-b", title="A Study of Subword Units", abstract="We compare subword units.",
                  venue="acl", year=2024),
     ]
-    with PaperIndex(path=tmp_path / "edge") as idx:
+    with PaperIndex(EdgeBackend(tmp_path / "edge")) as idx:
         stats = idx.build(docs)
         assert stats["with_body"] == 1
         hits = idx.search("tokenizer results on Kalamang", limit=2)
@@ -177,27 +178,32 @@ def test_baseline_configs_run(index):
     assert index.search("quantized side tuning", limit=3, config=rrf)[0].anthology_id == "2024.acl-long.1"
 
 
-def test_search_papers_module_api_uses_settings_home(tmp_path, papers):
+def test_search_papers_module_api_reads_the_current_version(tmp_path, repo_root):
     from neusym.search import close_paper_indexes
     from neusym.settings import Settings
+    from neusym.store.versions import NoCorpusVersion
 
     settings = Settings(home=tmp_path / "home")
+    with pytest.raises(NoCorpusVersion, match="no corpus version"):
+        search_papers("anything", settings=settings)
+    crawl_and_publish(settings, [repo_root / "tests" / "fixtures" / "acl" / "2024.acl.xml"], volumes=["tutorials"])
+    titles = xml_titles(repo_root / "tests" / "fixtures" / "acl" / "2024.acl.xml", {"tutorials"})
+    title = titles["2024.acl-tutorials.6"]
     try:
-        assert search_papers("anything", settings=settings) == []
-        build_paper_index(papers[:3], settings=settings, embed=memo_embed)
-        hits = search_papers(papers[1].title, settings=settings, limit=1)
-        assert hits[0].paper_id == papers[1].paper_id
-        assert (tmp_path / "home" / "papers_edge").is_dir()
+        hits = search_papers(title, settings=settings, limit=1)
+        assert hits[0].title == title and hits[0].anthology_id == "2024.acl-tutorials.6"
+        assert (tmp_path / "home" / "versions" / "v000001" / "papers").is_dir()
     finally:
         close_paper_indexes()
 
 
 def test_client_backend_local_mode(papers):
-    """The qdrant-client code path (used with NEUSYM_QDRANT_URL) gives the same hits on a small set."""
+    """The qdrant-client code path (used with NEUSYM_QDRANT_URL; here against qdrant-client's local mode,
+    no server being available) gives the same hits on a small set."""
     from qdrant_client import QdrantClient
 
     client = QdrantClient(location=":memory:")
-    idx = PaperIndex(client=client)
+    idx = PaperIndex(ClientBackend(client, "papers"))
     subset = papers[:15] + [p for p in papers if p.anthology_id == "2024.acl-long.65"]
     idx.build(subset, embed=memo_embed)
     assert idx.count() == 16
@@ -262,14 +268,14 @@ def xml_titles(path, volumes=None) -> dict[str, str]:
 
 
 def crawl_and_publish(settings, paths, volumes=()):
-    """Metadata-only crawl of ACL XML files through the real crawl stages, then publish the snapshot."""
+    """Metadata-only crawl of ACL XML files through the real crawl stages, then publish a corpus version."""
     from neusym.crawl import crawl_stage, load_crawl_stage
-    from neusym.snapshot import publish_snapshot
+    from neusym.publish import publish
 
     res = crawl_stage({"source": "acl", "paths": [str(p) for p in paths], "volumes": list(volumes)}, settings)
     assert res.status == "ok", res.error
     load_crawl_stage([res], settings, download=False)
-    return publish_snapshot(settings)
+    return publish(settings)
 
 
 def paper_row(settings, anthology_id):
@@ -284,7 +290,7 @@ def paper_row(settings, anthology_id):
 
 @pytest.fixture()
 def crawled(repo_root, tmp_path):
-    """A NEUSYM_HOME whose published snapshot holds ACL 2024 tutorials + the Findings/EMNLP subsets (metadata only)."""
+    """A NEUSYM_HOME whose current version holds ACL 2024 tutorials + the Findings/EMNLP subsets (metadata only)."""
     from neusym.settings import Settings
 
     acl = repo_root / "tests" / "fixtures" / "acl"
@@ -298,9 +304,13 @@ def crawled(repo_root, tmp_path):
 
 def test_sync_is_incremental_idempotent_and_honours_deletes(crawled, tmp_path, repo_root):
     settings, expected = crawled
-    with PaperIndex(path=tmp_path / "edge") as idx:
+
+    def sync(embed):
+        return sync_paper_index(settings, backend=idx.backend, db_path=current_db(settings), embed=embed)
+
+    with PaperIndex(EdgeBackend(tmp_path / "edge")) as idx:
         rec = RecordingEmbed()
-        first = sync_paper_index(settings, index=idx, embed=rec)
+        first = sync(rec)
         assert (first.added, first.updated, first.unchanged, first.deleted) == (len(expected), 0, 0, 0)
         assert first.papers == idx.count() == len(expected) == 12
         assert first.texts_encoded == len(rec.texts) > 2 * len(expected)
@@ -309,7 +319,7 @@ def test_sync_is_incremental_idempotent_and_honours_deletes(crawled, tmp_path, r
             assert (hit.anthology_id, hit.title) == (aid, title)
 
         rec = RecordingEmbed()
-        again = sync_paper_index(settings, index=idx, embed=rec)
+        again = sync(rec)
         assert (again.added, again.updated, again.unchanged, again.deleted, again.texts_encoded) == (0, 0, 12, 0, 0)
         assert rec.texts == []
 
@@ -325,7 +335,7 @@ def test_sync_is_incremental_idempotent_and_honours_deletes(crawled, tmp_path, r
         pid, title, abstract = paper_row(settings, "2024.findings-eacl.2")
         assert abstract.endswith(added.strip())
         rec = RecordingEmbed()
-        changed = sync_paper_index(settings, index=idx, embed=rec)
+        changed = sync(rec)
         assert (changed.added, changed.updated, changed.unchanged, changed.deleted) == (0, 1, 11, 0)
         assert rec.texts and all(t in f"{title}. {abstract}" for t in rec.texts)
         assert changed.texts_encoded == len(rec.texts)
@@ -334,15 +344,16 @@ def test_sync_is_incremental_idempotent_and_honours_deletes(crawled, tmp_path, r
 
         # a paper removed from the corpus disappears from the index and from results
         gone_id, gone_title, _ = paper_row(settings, "2024.acl-tutorials.6")
-        con = duckdb.connect(str(settings.db_path))
-        con.execute("DELETE FROM provenance WHERE ref_paper_id = ?", [gone_id])
-        con.execute("DELETE FROM metadata WHERE paper_id = ?", [gone_id])
-        con.close()
-        from neusym.snapshot import publish_snapshot
+        from neusym.publish import publish
+        from neusym.store.db import writer
 
-        publish_snapshot(settings)
+        with writer(settings) as con:
+            con.execute("DELETE FROM provenance WHERE ref_paper_id = ?", [gone_id])
+            con.execute("DELETE FROM metadata WHERE paper_id = ?", [gone_id])
+        published = publish(settings)
+        assert published.papers_removed == 1 and published.paper_index["deleted"] == 1
         rec = RecordingEmbed()
-        removed = sync_paper_index(settings, index=idx, embed=rec)
+        removed = sync(rec)
         assert (removed.added, removed.updated, removed.unchanged, removed.deleted) == (0, 0, 11, 1)
         assert rec.texts == [] and idx.count() == 11
         assert gone_id not in [h.paper_id for h in idx.search(gone_title, limit=20)]
@@ -360,6 +371,7 @@ def test_sync_is_incremental_idempotent_and_honours_deletes(crawled, tmp_path, r
 def test_sync_uses_full_text_of_parsed_papers(repo_root, tmp_path):
     """A parsed PDF (real parser, real materialize) gets the full-text views; body-only terms find it."""
     from neusym.pipeline import materialize_stage, parse_stage
+    from neusym.publish import publish
     from neusym.settings import Settings
 
     settings = Settings(home=tmp_path / "home")
@@ -367,13 +379,14 @@ def test_sync_uses_full_text_of_parsed_papers(repo_root, tmp_path):
     parsed = parse_stage(str(repo_root / "tests" / "fixtures" / "arxiv2005.11401_RAG_first3pages_NeuSymRAG-test_pdf.pdf"),
                          settings)
     assert parsed.status == "parsed"
-    materialize_stage([parsed], settings)  # loads the paper and publishes a new snapshot
+    materialize_stage([parsed], settings)
+    publish(settings)
     con = duckdb.connect(str(settings.db_path), read_only=True)
     abstract, = con.execute("SELECT abstract FROM metadata WHERE paper_id = ?", [parsed.paper_id]).fetchone()
     con.close()
     assert "triviaqa" not in abstract.lower() and "mips" not in abstract.lower()
-    with PaperIndex(path=tmp_path / "edge") as idx:
-        report = sync_paper_index(settings, index=idx, embed=memo_embed)
+    with PaperIndex(EdgeBackend(tmp_path / "edge")) as idx:
+        report = sync_paper_index(settings, backend=idx.backend, db_path=current_db(settings), embed=memo_embed)
         assert (report.added, report.with_body, report.papers) == (7, 1, 7)
         query = "maximum inner product search over an index built by a retriever trained on TriviaQA"
         hits = idx.search(query, limit=3)
@@ -384,7 +397,7 @@ def test_sync_uses_full_text_of_parsed_papers(repo_root, tmp_path):
         assert idx.search("TriviaQA MIPS", limit=7, config=abstract_only) == []
 
 
-def test_cli_search_builds_the_missing_index_from_the_snapshot(repo_root, tmp_path, monkeypatch):
+def test_cli_search_reads_the_published_version(repo_root, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from neusym.cli import app
@@ -392,7 +405,7 @@ def test_cli_search_builds_the_missing_index_from_the_snapshot(repo_root, tmp_pa
 
     monkeypatch.setenv("NEUSYM_HOME", str(tmp_path / "empty"))
     result = CliRunner().invoke(app, ["search", "watermarking", "--json"])
-    assert result.exit_code == 1 and "snapshot" in result.output
+    assert result.exit_code == 1 and "no corpus version" in result.output and "Traceback" not in result.output
 
     home = tmp_path / "home"
     crawl_and_publish(Settings(home=home), [repo_root / "tests" / "fixtures" / "acl" / "2024.acl.xml"],
@@ -403,4 +416,3 @@ def test_cli_search_builds_the_missing_index_from_the_snapshot(repo_root, tmp_pa
     assert result.exit_code == 0, result.output
     hits = json.loads(result.stdout)
     assert hits[0]["anthology_id"] == "2024.acl-tutorials.6" and len(hits) == 2
-    assert (home / "papers_edge").is_dir()

@@ -1,4 +1,5 @@
-"""The analysts' SQL surface: published read-only snapshots, documented views, Parquet export, schema docs.
+"""The analysts' SQL surface: the read-only database of each corpus version, documented views, Parquet export,
+schema docs.
 
 Everything runs on copies of the session corpus (``ingested`` fixture): the copy is cheap, so each
 test that publishes or re-materializes owns its NEUSYM_HOME and tests do not depend on their order.
@@ -25,16 +26,11 @@ from neusym.export import EXPORT_TABLES, export_objects, export_parquet
 from neusym.materialize import materialize
 from neusym.schema import describe
 from neusym.schema_docs import DOC_TABLES, database_schema_markdown, describe_views, doc_tables, schema_markdown
+from neusym.publish import publish
 from neusym.settings import Settings
-from neusym.snapshot import (
-    NoSnapshotError,
-    SnapshotError,
-    current_snapshot,
-    list_snapshots,
-    publish_snapshot,
-    snapshot_link,
-)
 from neusym.sqlsafe import run_readonly_sql
+from neusym.store.db import writer
+from neusym.store.versions import NoCorpusVersion, PublishError, current_db, list_versions, snapshot_link
 from neusym.staging import stage_quarantine
 from neusym.views import VIEW_NAMES, create_views, list_views
 
@@ -49,22 +45,25 @@ ELEMENT_TABLES = {  # element_search.element_type -> table
 
 
 def _copy_home(src: Path, dst: Path) -> Settings:
-    """A private NEUSYM_HOME holding a copy of the session corpus, with the views created."""
-    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns("qdrant", "models"))
+    """A private NEUSYM_HOME holding a copy of the session corpus (versions included), with the views created."""
+    shutil.copytree(src, dst, symlinks=True, ignore=shutil.ignore_patterns("models", ".readers"))
     settings = Settings(home=dst)
-    con = duckdb.connect(str(settings.db_path))
-    try:
+    with writer(settings) as con:
         create_views(con)  # idempotent: a no-op change when materialize already created them
-    finally:
-        con.close()
     return settings
+
+
+def _publish(settings: Settings) -> Path:
+    """Publish a corpus version; its database path."""
+    publish(settings)
+    return current_db(settings)
 
 
 @pytest.fixture(scope="module")
 def surface(ingested, tmp_path_factory):
-    """(settings, snapshot path): a copied corpus with views and one freshly published snapshot."""
+    """(settings, database path): a copied corpus with views and one freshly published version."""
     settings = _copy_home(ingested[0].home, tmp_path_factory.mktemp("sql-surface") / "home")
-    return settings, publish_snapshot(settings)
+    return settings, _publish(settings)
 
 
 def _ro(path: Path) -> duckdb.DuckDBPyConnection:
@@ -99,29 +98,27 @@ def _catalog(con: duckdb.DuckDBPyConnection) -> dict:
 # --------------------------------------------------------------------------------------------
 
 
-def test_no_snapshot_yet_is_a_clear_error(tmp_path):
+def test_no_version_yet_is_a_clear_error(tmp_path):
     settings = Settings(home=tmp_path)
-    with pytest.raises(NoSnapshotError, match="no snapshot published yet"):
-        current_snapshot(settings)
-    with pytest.raises(SnapshotError, match="no corpus database"):
-        publish_snapshot(settings)
-    with pytest.raises(ValueError):
-        publish_snapshot(settings, keep=0)
+    with pytest.raises(NoCorpusVersion, match="no corpus version published"):
+        current_db(settings)
+    with pytest.raises(PublishError, match="nothing to publish"):
+        publish(settings)
 
 
-def test_snapshot_is_a_complete_read_only_copy_with_comments_and_views(surface):
+def test_version_database_is_a_complete_read_only_copy_with_comments_and_views(surface):
     settings, snap = surface
     link = snapshot_link(settings)
     assert link.is_symlink() and not os.path.isabs(os.readlink(link))  # relative: the home can move
-    assert current_snapshot(settings) == snap
-    assert snap.parent == settings.home / "snapshots" and snap.name.startswith("corpus-")
+    assert link.resolve() == snap and current_db(settings) == snap
+    assert snap.parent.parent == settings.home / "versions" and snap.parent.name.startswith("v")
     assert not Path(str(snap) + ".wal").exists()
     assert stat.S_IMODE(snap.stat().st_mode) == 0o444
-    writer, copy = _ro(settings.db_path), _ro(snap)
+    writer_con, copy = _ro(settings.db_path), _ro(snap)
     try:
-        expected, got = _catalog(writer), _catalog(copy)
+        expected, got = _catalog(writer_con), _catalog(copy)
     finally:
-        writer.close()
+        writer_con.close()
         copy.close()
     assert got == expected
     assert {v for v, _ in got["views"]} == set(VIEW_NAMES)
@@ -131,12 +128,11 @@ def test_snapshot_is_a_complete_read_only_copy_with_comments_and_views(surface):
 
 
 def test_reader_keeps_working_while_a_refresh_materializes_and_publishes(ingested, tmp_path):
-    """Done-when of issue E: a reader holding the snapshot open is not disturbed by a refresh."""
+    """A reader holding the snapshot pointer open (an analyst's DuckDB/BI tool) is not disturbed by a refresh."""
     settings = _copy_home(ingested[0].home, tmp_path / "home")
-    first = publish_snapshot(settings)
+    first = _publish(settings)
     published = [first]
     stop = tmp_path / "stop-reader"
-    # The reader opens the pointer path, as an analyst's DuckDB/BI tool would, and holds it open.
     proc = subprocess.Popen(
         [sys.executable, "-c", _READER, str(snapshot_link(settings)), str(stop)],
         stdout=subprocess.PIPE,
@@ -153,24 +149,22 @@ def test_reader_keeps_working_while_a_refresh_materializes_and_publishes(ingeste
         record = stage_quarantine(settings, tmp_path / "broken.pdf", "0" * 64, "test: not a PDF")
         started = time.time()
         report = materialize(settings, dirs, [record])
-        if current_snapshot(settings) != published[-1]:  # materialize may publish by itself once wired
-            published.append(current_snapshot(settings))
-        second = publish_snapshot(settings)
+        assert current_db(settings) == first  # materialized, not yet published: readers see the old version
+        second = _publish(settings)
         published.append(second)
         switched = time.time()
         assert report.papers_loaded == 5 and report.row_counts["quarantine"] == ready[2] + 1
-        assert current_snapshot(settings) == second != first
-        if len(published) == 2:  # superseded once: the previous snapshot is still on disk
-            assert first.exists()
-        # A new reader resolves the pointer to the new snapshot and sees the refresh.
+        assert current_db(settings) == second != first
+        assert first.exists()  # superseded once: the previous version is still on disk
+        # A new reader resolves the pointer to the new version and sees the refresh.
         fresh = _ro(snapshot_link(settings))
         try:
             assert fresh.execute("SELECT count(*) FROM quarantine").fetchone()[0] == ready[2] + 1
         finally:
             fresh.close()
         time.sleep(0.3)
-        # Superseded twice: the first snapshot is deleted while the reader still has it open.
-        published.append(publish_snapshot(settings))
+        # Superseded twice: the first version is deleted while the reader still has its database open.
+        published.append(_publish(settings))
         assert not first.exists()
         time.sleep(0.3)
     finally:
@@ -179,10 +173,10 @@ def test_reader_keeps_working_while_a_refresh_materializes_and_publishes(ingeste
     assert proc.returncode == 0, err
     result = json.loads(out.strip().splitlines()[-1])
     assert result["errors"] == []
-    assert result["answers"] == [json.dumps(ready)], "the open reader saw only the snapshot it opened"
+    assert result["answers"] == [json.dumps(ready)], "the open reader saw only the version it opened"
     assert any(started <= t <= switched for t in result["times"]), "the reader queried during the refresh"
     assert any(t > switched + 0.3 for t in result["times"]), "the reader kept working after its file was deleted"
-    assert list_snapshots(settings) == published[-2:]
+    assert [v.db_path for v in list_versions(settings)] == published[-2:]
 
 
 _READER = r"""
@@ -211,58 +205,9 @@ print(json.dumps({"answers": sorted(answers), "times": times, "errors": errors})
 """
 
 
-def test_file_copy_method_publishes_an_equivalent_snapshot(ingested, tmp_path):
-    settings = _copy_home(ingested[0].home, tmp_path / "home")
-    by_copy = publish_snapshot(settings)
-    by_file = publish_snapshot(settings, method="file_copy")
-    assert current_snapshot(settings) == by_file and by_copy.exists()
-    a, b = _ro(by_copy), _ro(by_file)
-    try:
-        assert _catalog(a) == _catalog(b)
-    finally:
-        a.close()
-        b.close()
-    with pytest.raises(ValueError, match="unknown snapshot method"):
-        publish_snapshot(settings, method="rsync")
-
-
-def test_publish_fails_cleanly_while_another_process_writes(ingested, tmp_path):
-    settings = _copy_home(ingested[0].home, tmp_path / "home")
-    before = publish_snapshot(settings)
-    kept = list_snapshots(settings)
-    stop = tmp_path / "stop-writer"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(settings.db_path), str(stop)], stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert holder.stdout.readline().strip() == "holding"
-        for method in ("copy_database", "file_copy"):
-            with pytest.raises(SnapshotError, match="cannot open"):
-                publish_snapshot(settings, method=method)
-    finally:
-        stop.touch()
-        holder.communicate(timeout=30)
-    assert current_snapshot(settings) == before and list_snapshots(settings) == kept and kept[-1] == before
-    assert [p.name for p in before.parent.iterdir() if p.name.startswith(".corpus-")] == []
-    # Readers of the snapshot were never affected; once the writer is gone, publishing works again.
-    assert publish_snapshot(settings) != before
-
-
-_WRITER = r"""
-import os, sys, time
-import duckdb
-
-con = duckdb.connect(sys.argv[1])
-print("holding", flush=True)
-while not os.path.exists(sys.argv[2]):
-    time.sleep(0.02)
-con.close()
-"""
-
-
 def test_neusym_sql_path_runs_on_the_snapshot_and_refuses_writes(surface):
     settings, _ = surface
-    snap = current_snapshot(settings)
+    snap = current_db(settings)
     result = run_readonly_sql(snap, "SELECT sum(paper_count) FROM papers_per_venue_year", timeout_s=10, max_rows=10)
     assert result.rows == [(5,)]
     for sql in ("ATTACH 'x.duckdb' AS x", "COPY metadata TO 'x.csv'", "DROP VIEW paper_overview",

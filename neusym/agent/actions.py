@@ -4,7 +4,7 @@ An action is ``{"action_type": NAME, "parameters": {...}}`` with NAME one of :da
 
 - ``RetrieveFromDatabase(sql)`` — one read-only DuckDB query (:mod:`neusym.sqlsafe`);
 - ``RetrieveFromVectorstore(query, collection_name, table_name, column_name, filter="", limit=5)`` —
-  similarity search in the vector store (:class:`neusym.vectorstore.VectorStore`);
+  similarity search in the cell collection (:class:`neusym.store.cells.CellSearch`);
 - ``CalculateExpr(expr)`` — safe arithmetic (:func:`neusym.calc.calculate`);
 - ``ViewImage(paper_id, page_number, bounding_box=[])`` — render a page or the region
   ``[x0, y0, width, height]`` (PDF points, origin top-left) at 144 dpi as PNG; a text-only model
@@ -376,38 +376,48 @@ def action_json_schema(
 
 
 class Environment:
-    """What actions run against: settings, the read-only SQL runner and a vector store.
+    """What actions run against: settings, one corpus version (SQL + vectors) and the action runners.
 
+    The environment opens the current corpus version (:func:`neusym.store.versions.open_version`)
+    on first use and keeps it until :meth:`close`: every query of a run — SQL and vector search —
+    answers from that one version, even if a refresh publishes a newer one meanwhile, and a refresh
+    never blocks it. ``version``: use this opened version instead (not closed by the environment).
     ``vectorstore``: an object with ``search(query, collection_name, table_name, column_name,
-    filter="", limit=5) -> list[dict]``, ``collections_prompt() -> str`` and ``close()``; when None,
-    :class:`neusym.vectorstore.VectorStore` is opened lazily on first use (local Qdrant holds a file
-    lock, so close the environment when done). If it cannot be opened, vector search is reported as
-    unavailable and removed from the action space instead of failing the run.
+    filter="", limit=5) -> list[dict]``, ``collections_prompt() -> str`` and ``close()`` (tests);
+    default the version's cell collection. When the vector collection cannot be used, vector search
+    is reported as unavailable and removed from the action space instead of failing the run.
 
-    One environment may serve several agent threads (``neusym eval run --concurrency``): opening the
-    vector store and every search are serialized by a lock (embedded Qdrant is not thread-safe);
-    SQL opens its own read-only connection per query.
+    One environment may serve several agent threads (``neusym eval run --concurrency``): opening is
+    serialized by a lock; SQL opens its own read-only connection per query.
     """
 
-    def __init__(self, settings: Settings, *, vectorstore: Any = None, db_schema: str | None = None):
+    def __init__(self, settings: Settings, *, vectorstore: Any = None, db_schema: str | None = None,
+                 version: Any = None):
         self.settings = settings
         self._vectorstore = vectorstore
         self._owns_vectorstore = vectorstore is None
         self._vectorstore_error: str | None = None
         self._db_schema = db_schema
+        self._version = version
+        self._owns_version = version is None
         self._lock = threading.RLock()
+
+    @property
+    def version(self) -> Any:
+        """The corpus version this environment reads (opened on first use); raises
+        :class:`neusym.store.versions.NoCorpusVersion` when nothing has been published."""
+        with self._lock:
+            if self._version is None:
+                from neusym.store.versions import open_version
+
+                self._version = open_version(self.settings)
+            return self._version
 
     # -- SQL -----------------------------------------------------------------------------------
     @property
     def db_path(self) -> Path:
-        """The published read-only snapshot of the corpus (so a running refresh never blocks the agent),
-        or ``settings.db_path`` when no snapshot has been published."""
-        from neusym.snapshot import NoSnapshotError, current_snapshot
-
-        try:
-            return current_snapshot(self.settings)
-        except NoSnapshotError:
-            return self.settings.db_path
+        """The read-only database of this environment's corpus version."""
+        return self.version.db_path
 
     def run_sql(self, sql: str, *, max_rows: int | None = None) -> QueryResult:
         """Run one read-only query with the settings' time limit and row cap (see :mod:`neusym.sqlsafe`)."""
@@ -438,10 +448,13 @@ class Environment:
             if self._vectorstore_error is not None:
                 raise ActionError(f"the vectorstore is unavailable: {self._vectorstore_error}")
             try:
-                from neusym.vectorstore import VectorStore
+                from neusym.store.cells import CellSearch
 
-                self._vectorstore = VectorStore(self.settings)
-            except Exception as exc:  # noqa: BLE001 - e.g. local Qdrant locked by another process
+                cells = self.version.cells
+                if not cells.exists():
+                    raise ActionError(f"corpus version {self.version.number} has no cell collection")
+                self._vectorstore = CellSearch(cells, self.settings)
+            except Exception as exc:  # noqa: BLE001 - reported to the agent, which then uses SQL only
                 self._vectorstore_error = f"{type(exc).__name__}: {exc}"
                 raise ActionError(f"the vectorstore is unavailable: {self._vectorstore_error}") from exc
         return self._vectorstore
@@ -475,17 +488,20 @@ class Environment:
 
     def search(self, query: str, collection_name: str, table_name: str, column_name: str, filter: str = "",
                limit: int = 5) -> list[dict]:
-        """One vector-store search (see :meth:`neusym.vectorstore.VectorStore.search`), serialized
-        across threads; raises :class:`ActionError` when the store is unavailable or rejects the input."""
+        """One vector search (see :meth:`neusym.store.cells.CellSearch.search`); raises
+        :class:`ActionError` when the collection is unavailable or rejects the input."""
         with self._lock:
             return self.vectorstore.search(query, collection_name, table_name, column_name, filter, limit)
 
     def close(self) -> None:
-        """Close the vector store if this environment opened it."""
+        """Release the vector store and the corpus version if this environment opened them."""
         with self._lock:
             if self._vectorstore is not None and self._owns_vectorstore:
                 self._vectorstore.close()
                 self._vectorstore = None
+            if self._version is not None and self._owns_version:
+                self._version.close()
+                self._version = None
 
     def __enter__(self) -> "Environment":
         return self
@@ -620,6 +636,14 @@ def _vector_search(params: dict, env: Environment) -> str:
             f"No entries of {where} match{note}. Switch strategy: RetrieveFromDatabase with ILIKE on "
             f"{params['table_name']}.{params['column_name']}, or another column, collection or a looser filter."
         )
+    return format_vector_hits(hits, where + note)
+
+
+def format_vector_hits(hits: list[dict], where: str) -> str:
+    """The observation text of RetrieveFromVectorstore hits: a table of score, paper_id, page_number,
+    primary_key and text, introduced by ``where`` (e.g. "chunks.text_content in text_bm25_en")."""
+    if not hits:
+        return f"No entries of {where} match."
     columns = ["score", "paper_id", "page_number", "primary_key", "text"]
     rows = []
     for hit in hits:
@@ -635,7 +659,7 @@ def _vector_search(params: dict, env: Environment) -> str:
         )
     n = len(rows)
     return (
-        f"Top {n} entries of {where}{note}:\n"
+        f"Top {n} entries of {where}:\n"
         + render_table(columns, rows)
         + f"\nIn total, {n} row{' is' if n == 1 else 's are'} displayed."
     )
