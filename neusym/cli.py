@@ -252,6 +252,47 @@ def retrieve(
 
 
 @app.command()
+def status(
+    paper: Optional[str] = typer.Option(None, "--paper", help="Also count this paper_id's cells and points."),
+    as_json: bool = typer.Option(False, "--json", help="Print the status as JSON."),
+) -> None:
+    """The current corpus version: number, age, papers, rows, points; with --paper, that paper's
+    encodable cells (SQL) and cell points, both read from the same version."""
+    from .errors import NeusymError
+    from .publish import cells_sql
+    from .store.db import connect_plain_readonly
+    from .store.vectors import Filter, Match
+    from .store.versions import open_version
+
+    settings = _settings()
+    try:
+        with open_version(settings) as version:
+            m = version.info.manifest
+            out = {"version": version.number, "created_at": m.get("created_at"), "engine": m.get("engine"),
+                   "encoder_version": m.get("encoder_version"), "papers": m.get("papers"), "rows": m.get("rows", {}),
+                   "points": {"cells": version.cells.count(), "papers": version.papers.count()}}
+            if paper:
+                con = connect_plain_readonly(version.db_path)
+                try:
+                    n = con.execute(f"SELECT count(*) FROM ({cells_sql()}) WHERE paper_id = ?", [paper]).fetchone()[0]
+                finally:
+                    con.close()
+                out["paper"] = {"paper_id": paper, "cells": n,
+                                "points": version.cells.count(Filter.all(Match("paper_id", paper)))}
+    except NeusymError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2)
+    if as_json:
+        print(json.dumps(out, ensure_ascii=False))
+        return
+    console.print(f"corpus version {out['version']} ({out['engine']}, {out['encoder_version']}), published "
+                  f"{out['created_at']}: {out['papers']} papers, {out['points']['cells']} cell points, "
+                  f"{out['points']['papers']} papers in the search index", soft_wrap=True)
+    if paper:
+        console.print(f"paper {paper}: {out['paper']['cells']} encodable cells, {out['paper']['points']} points")
+
+
+@app.command()
 def publish(
     as_json: bool = typer.Option(False, "--json", help="Print the publish report as JSON."),
 ) -> None:

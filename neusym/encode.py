@@ -52,7 +52,7 @@ DENSE_COLLECTION = "text_sentence_transformers_all_minilm_l6_v2"
 COLLECTION_VECTORS = {BM25_COLLECTION: "bm25", DENSE_COLLECTION: "minilm"}
 """Agent-facing collection name -> named vector of the cell collection."""
 DENSE_DIM = 384
-ENCODER_REVISION = "3"
+ENCODER_REVISION = "4"
 """Bumped when the text -> vector mapping changes for reasons other than the dense backend."""
 MAX_TOKENS = 256
 ONNX_EXPORT_REVISION = "1"
@@ -256,6 +256,29 @@ def paper_tokens(text: str) -> list[str]:
     return _stemmer().stemWords([w for w in out if w not in STOP_WORDS])
 
 
+# ------------------------------------------------------------------------------------ sentences
+_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9“\"(\[])|(?<=[a-z]\.)(?=[A-Z][a-z])")
+
+
+def split_sentences(text: str | None, min_chars: int = 20) -> list[str]:
+    """Sentences of an abstract (regex split; fragments shorter than ``min_chars`` are merged forward)."""
+    out: list[str] = []
+    carry = ""
+    for s in _SENT_SPLIT.split(text or ""):
+        s = (carry + " " + s).strip() if carry else s.strip()
+        if len(s) < min_chars:
+            carry = s
+            continue
+        carry = ""
+        out.append(s)
+    if carry:
+        if out:
+            out[-1] = out[-1] + " " + carry
+        else:
+            out.append(carry)
+    return out
+
+
 # --------------------------------------------------------------------------------------- dense
 DENSE_BACKENDS = ("onnx-int8", "torch")
 
@@ -349,6 +372,9 @@ class DenseEncoder:
         self._session = None
         self._query_session = None
         self._tokenizer = None
+        self.texts_encoded = 0
+        """Texts this encoder ran through the model in batch calls (queries not counted)."""
+        self._memo: dict[str, "np.ndarray"] = {}
 
     # -- onnx ---------------------------------------------------------------------------------
     @property
@@ -409,6 +435,81 @@ class DenseEncoder:
             out[idx] = pooled
         return out
 
+    def _hidden(self, ids: "np.ndarray", mask: "np.ndarray") -> "np.ndarray":
+        """Last hidden states (batch, tokens, 384) of padded token ids, with this backend's model."""
+        import numpy as np
+
+        if self.backend == "torch":
+            import torch
+
+            with torch.no_grad():
+                out = dense_model()[0].auto_model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
+                                                  token_type_ids=torch.zeros_like(torch.from_numpy(ids)))
+            return out.last_hidden_state.numpy().astype(np.float32)
+        if self._session is None:
+            self._session = self._make_session(self.threads)
+        return self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+
+    def encode_spans(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
+                     batch_size: int = 16) -> tuple["np.ndarray", list[list[list[float] | None]]]:
+        """One pass per text gives its vector *and* a vector per character span (late chunking).
+
+        ``texts``: n texts; ``spans``: for each text, (start, end) character offsets (e.g. its title
+        and its sentences). Returns ``(vectors, span_vectors)``: vectors (n, 384) are exactly what
+        :meth:`encode` gives (mean over the first 256 word pieces); ``span_vectors[i][j]`` is the
+        normalised mean of the contextual token states inside span j of text i, or None when fewer
+        than half of the span's word pieces fit in the model's window (encode it on its own then).
+        """
+        import numpy as np
+
+        from tokenizers import Tokenizer
+
+        if not hasattr(self, "_free_tok"):
+            tok = Tokenizer.from_file(str(_model_dir() / "tokenizer.json"))
+            tok.no_truncation()
+            tok.no_padding()
+            self._free_tok = tok
+        sep = self._free_tok.token_to_id("[SEP]")
+        vectors = np.zeros((len(texts), DENSE_DIM), dtype=np.float32)
+        span_out: list[list[list[float] | None]] = [[None] * len(sp) for sp in spans]
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        self.texts_encoded += len(texts)
+        with self._lock:
+            for start in range(0, len(order), batch_size):
+                idx = order[start:start + batch_size]
+                encs = self._free_tok.encode_batch([texts[i] for i in idx])
+                rows, offs, full_offs = [], [], []
+                for e in encs:
+                    ids, off = list(e.ids), list(e.offsets)
+                    full_offs.append(off)
+                    if len(ids) > MAX_TOKENS:  # what truncation does: keep [CLS] + 254 pieces, close with [SEP]
+                        ids, off = ids[:MAX_TOKENS - 1] + [sep], off[:MAX_TOKENS - 1] + [(0, 0)]
+                    rows.append(ids)
+                    offs.append(off)
+                width = max(len(r) for r in rows)
+                ids = np.zeros((len(rows), width), dtype=np.int64)
+                mask = np.zeros_like(ids)
+                for r, row in enumerate(rows):
+                    ids[r, :len(row)] = row
+                    mask[r, :len(row)] = 1
+                hidden = self._hidden(ids, mask)
+                m = mask[..., None].astype(np.float32)
+                pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+                pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+                vectors[idx] = pooled
+                for r, i in enumerate(idx):
+                    kept = len(rows[r]) - 1  # pieces before the closing [SEP]
+                    for j, (s0, s1) in enumerate(spans[i]):
+                        inside_all = [t for t, (a, b) in enumerate(full_offs[r]) if b > a and a >= s0 and b <= s1]
+                        inside = [t for t in inside_all if 0 < t < kept]
+                        if not inside or len(inside) * 2 < len(inside_all):
+                            continue
+                        v = hidden[r, inside].mean(axis=0)
+                        norm = float(np.linalg.norm(v))
+                        if norm > 0:
+                            span_out[i][j] = (v / norm).astype(np.float32).tolist()
+        return vectors, span_out
+
     # -- public ---------------------------------------------------------------------------------
     def encode(self, texts: Sequence[str], *, batch_size: int = 32) -> "np.ndarray":
         """Unit-length vectors of ``texts``: float32 array of shape (len(texts), 384), same order.
@@ -420,6 +521,33 @@ class DenseEncoder:
         texts = list(texts)
         if not texts:
             return np.zeros((0, DENSE_DIM), dtype=np.float32)
+        short = {t for t in texts if len(t) <= _MEMO_CHARS}
+        if short:  # titles and other short texts repeat across views (cell title, paper-index title)
+            with self._lock:
+                known = {t: self._memo[t] for t in short if t in self._memo}
+            if known:
+                out = np.zeros((len(texts), DENSE_DIM), dtype=np.float32)
+                rest = [i for i, t in enumerate(texts) if t not in known]
+                for i, t in enumerate(texts):
+                    if t in known:
+                        out[i] = known[t]
+                if rest:
+                    out[rest] = self.encode([texts[i] for i in rest], batch_size=batch_size)
+                return out
+        self.texts_encoded += len(texts)
+        result = self._encode_uncached(texts, batch_size)
+        if short:
+            with self._lock:
+                for t, v in zip(texts, result):
+                    if t in short:
+                        if len(self._memo) >= _MEMO_MAX:
+                            self._memo.pop(next(iter(self._memo)))
+                        self._memo[t] = v
+        return result
+
+    def _encode_uncached(self, texts: list[str], batch_size: int) -> "np.ndarray":
+        import numpy as np
+
         with self._lock:
             if self.backend == "torch":
                 import torch
@@ -459,6 +587,10 @@ class DenseEncoder:
         """Load (and on first use export) the model and the query session now."""
         self.encode(["warm up"])
         self.encode_query("warm up")
+
+
+_MEMO_CHARS = 300
+_MEMO_MAX = 20_000
 
 
 def _sha256(path: Path) -> str:
@@ -511,3 +643,104 @@ def mean_vector(vectors: "np.ndarray | Sequence[Sequence[float]]") -> list[float
     mean = arr.reshape(-1, DENSE_DIM).mean(axis=0)
     norm = float(np.linalg.norm(mean))
     return (mean / norm).astype(np.float32).tolist() if norm > 0 else None
+
+
+# ---------------------------------------------------------------------------- paper text pass
+@dataclass
+class PaperTextVectors:
+    """The vectors of one paper's title/abstract/tldr from one model pass (see :func:`paper_text_vectors`).
+
+    ``text``: the encoded text ("title. abstract. tldr", whitespace normalised); ``full``: its vector;
+    ``sentences``: the abstract's sentences (then the tldr) that fit in the model's window, the texts
+    of ``sentence_vectors``;
+    ``abstract``: the abstract's vector (None without abstract); ``title``: the title's own vector.
+    """
+
+    text: str
+    full: list[float]
+    title: list[float]
+    abstract: list[float] | None
+    sentences: list[str]
+    sentence_vectors: list[list[float]]
+
+
+def _norm_ws(text: str | None) -> str:
+    return " ".join((text or "").split())
+
+
+_PAPER_CACHE: "dict[str, PaperTextVectors]" = {}
+_PAPER_CACHE_MAX = 8192
+_PAPER_CACHE_LOCK = threading.Lock()
+
+
+def paper_text_vectors(papers: Sequence[tuple[str | None, str | None, str | None]], *,
+                       settings: "Settings | None" = None) -> list[PaperTextVectors]:
+    """Vectors of papers' (title, abstract, tldr) from ONE pass over "title. abstract. tldr" each.
+
+    The pass gives the text's vector (what the paper index's ``minilm`` view stores) and, from the
+    same contextual token states, one vector per abstract sentence and one for the whole abstract
+    (late chunking; the cell ``metadata.abstract`` stores the latter). Sentences past the model's
+    256-piece window get no sentence vector (``sentences`` lists the ones that have one); the
+    title is encoded on its own (a short text). Measured on the paper-
+    search dev questions, this keeps retrieval quality while costing one long pass per paper instead
+    of ~10 (``benchmarks/results/encoding.json``). Results are cached per text in this process, so
+    the cell collection and the paper index of one publish share them.
+    """
+    import numpy as np
+
+    out: list[PaperTextVectors | None] = [None] * len(papers)
+    todo: list[int] = []
+    prepared = []
+    for i, (title, abstract, tldr) in enumerate(papers):
+        title, abstract, tldr = _norm_ws(title), _norm_ws(abstract), _norm_ws(tldr)
+        text = ". ".join(x for x in (title, abstract, tldr) if x)
+        key = f"{settings.dense_backend if settings else ''}|{text}"
+        with _PAPER_CACHE_LOCK:
+            hit = _PAPER_CACHE.get(key)
+        prepared.append((key, title, abstract, tldr, text))
+        if hit is not None:
+            out[i] = hit
+        else:
+            todo.append(i)
+    if not todo:
+        return out  # type: ignore[return-value]
+    enc = get_encoder(settings)
+    texts, spans, sents_of = [], [], []
+    for i in todo:
+        _, title, abstract, tldr, text = prepared[i]
+        sentences = split_sentences(abstract) + ([tldr] if tldr else [])
+        if not sentences:
+            sentences = [title]
+        sp: list[tuple[int, int]] = []
+        start = len(title) + 2 if title else 0
+        sp.append((start, start + len(abstract)) if abstract else (0, 0))  # the abstract
+        cursor = start
+        for s in sentences:
+            k = text.find(s, cursor)
+            sp.append((k, k + len(s)) if k >= 0 else (0, 0))
+            if k >= 0:
+                cursor = k + len(s)
+        texts.append(text)
+        spans.append(sp)
+        sents_of.append(sentences)
+    full, span_vecs = enc.encode_spans(texts, spans, batch_size=settings.dense_batch_size if settings else 16)
+    titles = [prepared[i][1] or prepared[i][4] for i in todo]
+    alone = {t: v.tolist() for t, v in zip(sorted(set(titles)), enc.encode(sorted(set(titles))))}
+    for n, i in enumerate(todo):
+        key, title, abstract, tldr, text = prepared[i]
+        sv = span_vecs[n]
+        abstract_vec = sv[0] if abstract else None
+        if abstract and abstract_vec is None:
+            abstract_vec = enc.encode([abstract])[0].tolist()
+        kept = [(s, v) for s, v in zip(sents_of[n], sv[1:]) if v is not None]
+        if not kept:  # a title longer than the window (no sentence fits): the whole text stands in
+            kept = [(sents_of[n][0], np.asarray(full[n], dtype=np.float32).tolist())]
+        ptv = PaperTextVectors(
+            text=text, full=np.asarray(full[n], dtype=np.float32).tolist(), title=alone[titles[n]],
+            abstract=abstract_vec, sentences=[s for s, _ in kept], sentence_vectors=[v for _, v in kept])
+        out[i] = ptv
+        with _PAPER_CACHE_LOCK:
+            if len(_PAPER_CACHE) >= _PAPER_CACHE_MAX:
+                _PAPER_CACHE.pop(next(iter(_PAPER_CACHE)))
+            _PAPER_CACHE[key] = ptv
+    return out  # type: ignore[return-value]

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from .schema import AGENT_TABLES
-from .sqlsafe import DatabaseUnavailableError
+from .store.db import connect_plain_readonly
 from .views import list_views
 
 EXPORT_TABLES = (*AGENT_TABLES, "quarantine")
@@ -45,8 +45,8 @@ def export_objects(con: duckdb.DuckDBPyConnection) -> list[str]:
 def export_parquet(db_path: Path | str, out_dir: Path | str, *, uuid_as_string: bool = True) -> dict[str, int]:
     """Write every table and view of ``db_path`` to ``<out_dir>/<name>.parquet``; return rows per name.
 
-    ``db_path``: a DuckDB corpus file, normally the published snapshot
-    (:func:`neusym.snapshot.current_snapshot`); it is opened read-only. ``out_dir`` is created if
+    ``db_path``: a DuckDB corpus file, normally the current version's
+    (:func:`neusym.store.versions.current_db`); it is opened read-only. ``out_dir`` is created if
     needed. Each file is written by DuckDB (``COPY (SELECT ...) TO ... (FORMAT parquet)``, snappy
     compression) under a temporary name in ``out_dir`` and renamed over ``<name>.parquet``, so
     re-running overwrites atomically and a reader never sees a partial file. Column names and order
@@ -55,19 +55,13 @@ def export_parquet(db_path: Path | str, out_dir: Path | str, *, uuid_as_string: 
     pass False to keep Parquet UUID (16-byte fixed binary). Lists stay Parquet lists.
 
     Returns ``{name: rows written}`` for the 8 NeuSym tables, ``quarantine`` and every view, in
-    :func:`export_objects` order. Raises :class:`neusym.sqlsafe.DatabaseUnavailableError` when
+    :func:`export_objects` order. Raises :class:`neusym.store.db.DatabaseUnavailableError` when
     ``db_path`` is missing or cannot be opened (e.g. a writer holds it), duckdb.Error or OSError when
     a file cannot be written (the temporary file is removed, earlier files stay written).
     """
     db_path = Path(db_path)
     out_dir = Path(out_dir)
-    if not db_path.is_file():
-        raise DatabaseUnavailableError(f"database file not found: {db_path}")
-    try:
-        con = duckdb.connect(str(db_path), read_only=True)
-    except duckdb.Error as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        raise DatabaseUnavailableError(f"cannot open database {db_path} read-only: {first}") from None
+    con = connect_plain_readonly(db_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}
     try:

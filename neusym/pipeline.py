@@ -32,6 +32,7 @@ from .encode import (
     encodable_cells,
     encoder_version,
     mean_vector,
+    paper_text_vectors,
 )
 from .errors import UnparseablePDF
 from .ids import airqa_paper_id
@@ -177,8 +178,9 @@ def encode_stage(parsed: ParseResult | dict, settings: Settings) -> EncodeResult
     """Encode every encodable cell of one staged paper (staged as ``staging/vectors/<sha>/cells.parquet``).
 
     Each cell gets its BM25 sparse vector and its dense vector: encoded with the settings' dense
-    backend, or for ``pages.page_content`` / ``sections.section_content`` the mean of their chunks'
-    vectors (:data:`neusym.encode.DERIVED_DENSE`). Reuses staged vectors made by the same encoder
+    backend; for ``pages.page_content`` / ``sections.section_content`` the mean of their chunks'
+    vectors (:data:`neusym.encode.DERIVED_DENSE`); for ``metadata.abstract`` its span of one pass
+    over the paper's title + abstract (:func:`neusym.encode.paper_text_vectors`). Reuses staged vectors made by the same encoder
     from the same staged parse. The publish stage takes vectors from here when they match the cell.
     """
     parsed = ParseResult.model_validate(parsed)
@@ -198,10 +200,16 @@ def encode_stage(parsed: ParseResult | dict, settings: Settings) -> EncodeResult
     cells = encodable_cells(rows)
     sparse = [bm25_document_vector(c.text, k1=settings.bm25_k1, b=settings.bm25_b,
                                    avg_len=settings.bm25_avg_doc_tokens) for c in cells]
-    own = [i for i, c in enumerate(cells) if (c.table_name, c.column_name) not in DERIVED_DENSE]
+    abstract = [i for i, c in enumerate(cells) if (c.table_name, c.column_name) == ("metadata", "abstract")]
+    own = [i for i, c in enumerate(cells)
+           if (c.table_name, c.column_name) not in DERIVED_DENSE and i not in abstract]
     dense: list[list[float] | None] = [None] * len(cells)
     for i, v in zip(own, dense_vectors([cells[i].text for i in own], settings=settings)):
         dense[i] = v.tolist()
+    if abstract:  # the abstract's span of one pass over "title. abstract. tldr" (shared with the paper index)
+        meta = rows["metadata"][0]
+        ptv = paper_text_vectors([(meta.get("title"), cells[abstract[0]].text, meta.get("tldr"))], settings=settings)[0]
+        dense[abstract[0]] = ptv.abstract
     members: dict[tuple[str, str], list] = {}
     chunk_rows = {str(r["chunk_id"]): r for r in rows.get("chunks", [])}
     for i, c in enumerate(cells):

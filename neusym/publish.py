@@ -42,6 +42,7 @@ from .encode import (
     dense_vectors,
     encoder_version,
     mean_vector,
+    paper_text_vectors,
     text_sha,
 )
 from .ids import point_id
@@ -208,6 +209,7 @@ class _CellSync:
         dense: dict[str, list[float] | None] = {}
         sparse: dict[str, tuple[list[int], list[float]]] = {}
         to_encode: list[str] = []
+        abstracts: list[str] = []
         derived_ids = []
         for pid, cell in todo.items():
             s = staged.get(pid)
@@ -221,8 +223,20 @@ class _CellSync:
                 derived_ids.append(pid)
             sparse[pid] = bm25_document_vector(cell["text"], k1=settings.bm25_k1, b=settings.bm25_b,
                                                avg_len=settings.bm25_avg_doc_tokens)
-            if not derived:
+            if (cell["table_name"], cell["column_name"]) == ("metadata", "abstract"):
+                abstracts.append(pid)
+            elif not derived:
                 to_encode.append(pid)
+        if abstracts:  # one pass over "title. abstract. tldr" per paper, shared with the paper index
+            fields = {}
+            for c in wanted.values():
+                if c["table_name"] == "metadata":
+                    fields.setdefault(c["paper_id"], {})[c["column_name"]] = c["text"]
+            ptvs = paper_text_vectors([(fields[todo[p]["paper_id"]].get("title"), todo[p]["text"],
+                                        fields[todo[p]["paper_id"]].get("tldr")) for p in abstracts], settings=settings)
+            for pid, ptv in zip(abstracts, ptvs):
+                dense[pid] = ptv.abstract
+            self.report.vectors_encoded += len(abstracts)
         if to_encode:
             vecs = dense_vectors([todo[p]["text"] for p in to_encode], settings=settings)
             for pid, v in zip(to_encode, vecs):
@@ -335,7 +349,7 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
         crash_point("cells-done")
         t = time.perf_counter()
         papers = build.open_collection("papers", PAPER_SCHEMA)
-        index = sync_paper_index(settings, backend=papers, db_path=build.db_path)
+        index = sync_paper_index(settings, backend=papers, db_path=build.db_path, body_vectors=_chunk_vectors(cells))
         report.paper_index = index.model_dump(mode="json")
         seconds["paper_index"] = round(time.perf_counter() - t, 3)
         if papers.count() != index.papers:
@@ -351,6 +365,25 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
         seconds.update({k: v for k, v in info.manifest["timings"].items() if k not in seconds})
     report.seconds = seconds
     return report
+
+
+def _chunk_vectors(cells: VectorBackend) -> Callable[[Any], dict[str, list[list[float]]]]:
+    """paper ids -> their chunks' dense vectors in reading order (page, then chunk key), from ``cells``."""
+
+    def read(paper_ids: Any) -> dict[str, list[list[float]]]:
+        found: dict[str, list[tuple]] = defaultdict(list)
+        ids = list(paper_ids)
+        for start in range(0, len(ids), 64):
+            flt = Filter.all(Match("table_name", "chunks"), Match("column_name", "text_content"),
+                             Match("paper_id", any=tuple(ids[start:start + 64])))
+            for rec in cells.scroll(flt, payload=["paper_id", "page_number", "primary_key"], vectors=["minilm"]):
+                vec = rec.vectors.get("minilm")
+                if vec is not None:
+                    p = rec.payload
+                    found[p["paper_id"]].append((p.get("page_number") or 0, p.get("primary_key"), vec))
+        return {pid: [v for *_, v in sorted(items, key=lambda x: (x[0], x[1]))] for pid, items in found.items()}
+
+    return read
 
 
 def _check_cells(backend: VectorBackend, expected: dict[str, int]) -> None:

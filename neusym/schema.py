@@ -43,9 +43,12 @@ def describe(con: duckdb.DuckDBPyConnection, tables: tuple[str, ...] = AGENT_TAB
 def database_schema_prompt(db_path: Path) -> str:
     """The schema of ``db_path`` as commented CREATE TABLE statements (the agent's [Database Schema]).
 
-    Opens the database read-only. Raises duckdb.Error when the file is missing or not a database.
+    Opens the database read-only. Raises :class:`neusym.store.db.DatabaseUnavailableError` when the
+    file is missing or cannot be opened, duckdb.Error when it is not a corpus database.
     """
-    con = duckdb.connect(str(db_path), read_only=True)
+    from .store.db import connect_plain_readonly
+
+    con = connect_plain_readonly(db_path)
     try:
         return schema_text(describe(con))
     finally:

@@ -114,10 +114,12 @@ def schema_markdown(tables: list[dict]) -> str:
 def database_schema_markdown(db_path: Path | str) -> str:
     """Markdown schema (:func:`schema_markdown` of :func:`corpus_schema`) of the DuckDB file ``db_path``.
 
-    Opens the file read-only. Raises duckdb.Error when the file is missing, locked by a writer in
-    another process, or not a DuckDB database.
+    Opens the file read-only. Raises :class:`neusym.store.db.DatabaseUnavailableError` when the
+    file is missing or cannot be opened, duckdb.Error when it is not a corpus database.
     """
-    con = duckdb.connect(str(db_path), read_only=True)
+    from .store.db import connect_plain_readonly
+
+    con = connect_plain_readonly(db_path)
     try:
         return schema_markdown(corpus_schema(con))
     finally:

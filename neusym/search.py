@@ -69,16 +69,18 @@ from .encode import (
     bm25_tokens,
     dense_vectors,
     encode_query,
+    paper_text_vectors,
     paper_tokens,
     sparse_doc_vector,
     sparse_query_vector,
+    split_sentences,
 )
 from .ids import POINT_NS, paper_id_for
 from .settings import Settings, get_settings
 from .store.vectors import Filter, Match, Point, QuerySpec, VectorBackend, VectorSchema
 
 PAPERS_COLLECTION = "papers"
-INDEX_VERSION = "2"
+INDEX_VERSION = "3"
 POOL = 100
 """Candidates fetched per view before fusion."""
 MAX_BODY_PASSAGES = 48
@@ -233,28 +235,6 @@ def strip_question(query: str) -> str:
     return rest if len(rest) >= 8 else q.rstrip(" ?")
 
 
-_SENT_SPLIT = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9“\"(\[])|(?<=[a-z]\.)(?=[A-Z][a-z])")
-
-
-def split_sentences(text: str | None, min_chars: int = 20) -> list[str]:
-    """Sentences of an abstract (regex split; fragments shorter than ``min_chars`` are merged forward)."""
-    out: list[str] = []
-    carry = ""
-    for s in _SENT_SPLIT.split(text or ""):
-        s = (carry + " " + s).strip() if carry else s.strip()
-        if len(s) < min_chars:
-            carry = s
-            continue
-        carry = ""
-        out.append(s)
-    if carry:
-        if out:
-            out[-1] = out[-1] + " " + carry
-        else:
-            out.append(carry)
-    return out
-
-
 def body_passages(sections: Sequence[str], limit: int = MAX_BODY_PASSAGES) -> list[str]:
     """Full-text passages for the ``minilm_body`` view: sentences packed up to ~BODY_PASSAGE_CHARS."""
     out: list[str] = []
@@ -319,12 +299,25 @@ Embedder = Callable[[list[str]], list[list[float]]]
 """Texts -> unit-length 384-d all-MiniLM-L6-v2 vectors (same order)."""
 
 
-def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None,
-                  settings: Settings | None = None) -> list[_Encoded]:
-    """Vectors and payloads of papers (all dense texts of the batch encoded together by ``embed``,
-    default all-MiniLM-L6-v2 with the settings' dense backend)."""
-    dense_jobs: list[tuple[int, str, str]] = []  # (paper index, view, text)
+BodyVectors = Callable[[Sequence[str]], "dict[str, list[list[float]]]"]
+"""paper ids -> the dense vectors of each paper's full-text chunks (the cell collection's), for ``minilm_body``."""
+
+
+def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None, settings: Settings | None = None,
+                  body_vectors: BodyVectors | None = None) -> list[_Encoded]:
+    """Vectors and payloads of papers.
+
+    Default encoder: one pass over each paper's "title. abstract. tldr"
+    (:func:`neusym.encode.paper_text_vectors`) gives ``minilm`` and the ``minilm_sents`` sentence
+    vectors; titles (+ tags) are encoded on their own; ``minilm_body`` holds the vectors of the
+    paper's full-text chunks from ``body_vectors`` (at most :data:`MAX_BODY_PASSAGES`, evenly
+    spread), or, without it, of up to that many ~700-character passages of its sections.
+    ``embed``: replaces the encoder (texts -> unit 384-d vectors, e.g. a cache in benchmarks and
+    tests); every text is then encoded on its own.
+    """
+    dense_jobs: list[tuple[int, str, str]] = []  # (paper index, view, text) for the encoder
     out: list[_Encoded] = []
+    prepared = []
     for i, p in enumerate(papers):
         title = " ".join((p.title or "").split())
         abstract = " ".join((p.abstract or "").split())
@@ -340,15 +333,14 @@ def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None,
             "bm25": _sparse_doc(paper_tokens(lexical), AVG_LEN["bm25"]),
             "bm25_basic": _sparse_doc(bm25_tokens(f"{title}. {abstract}"), AVG_LEN["bm25_basic"]),
         }
-        dense_jobs.append((i, "minilm", ". ".join(x for x in (title, abstract, tldr) if x)))
         dense_jobs.append((i, "minilm_title", title + (" (" + ", ".join(tags) + ")" if tags else "")))
-        for s in sentences:
-            dense_jobs.append((i, "minilm_sents", s))
+        if embed is not None:
+            dense_jobs.append((i, "minilm", ". ".join(x for x in (title, abstract, tldr) if x)))
+            for sentence in sentences:
+                dense_jobs.append((i, "minilm_sents", sentence))
         sections = [s for s in (p.sections or []) if s and s.strip()]
         if sections:
             vectors["bm25_body"] = _sparse_doc(paper_tokens(" ".join(sections)), AVG_LEN["bm25_body"])
-            for passage in body_passages(sections):
-                dense_jobs.append((i, "minilm_body", passage))
         authors = [a for a in (p.authors or []) if a]
         payload = {
             "kind": "paper",
@@ -366,6 +358,26 @@ def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None,
             "content_hash": p.content_hash(),
         }
         out.append(_Encoded(point_id_for_paper(p.paper_id), vectors, payload))
+        prepared.append((title, abstract, tldr, sections))
+    if embed is None:
+        for e, ptv in zip(out, paper_text_vectors([(t, a, d) for t, a, d, _ in prepared], settings=settings)):
+            e.vectors["minilm"] = ptv.full
+            e.vectors["minilm_sents"] = list(ptv.sentence_vectors)
+            e.payload["sentences"] = list(ptv.sentences)
+    with_body = [p.paper_id for p, (_, _, _, sec) in zip(papers, prepared) if sec]
+    chunk_vecs = body_vectors(with_body) if (body_vectors is not None and with_body and embed is None) else {}
+    for i, (p, (_, _, _, sections)) in enumerate(zip(papers, prepared)):
+        if not sections:
+            continue
+        vecs = chunk_vecs.get(p.paper_id) or []
+        if vecs:
+            if len(vecs) > MAX_BODY_PASSAGES:  # keep an even spread over the paper
+                step = len(vecs) / MAX_BODY_PASSAGES
+                vecs = [vecs[int(k * step)] for k in range(MAX_BODY_PASSAGES)]
+            out[i].vectors["minilm_body"] = [list(v) for v in vecs]
+        else:
+            for passage in body_passages(sections):
+                dense_jobs.append((i, "minilm_body", passage))
     texts = [t for _, _, t in dense_jobs]
     embs = embed(texts) if embed is not None else _dense(texts, settings)
     for (i, view, _), e in zip(dense_jobs, embs):
@@ -667,12 +679,12 @@ def read_paper_docs(db_path: str | Path) -> list[PaperDoc]:
     read-only; raises ``FileNotFoundError`` when it does not exist and ``duckdb.Error`` when it is not
     a corpus database.
     """
-    import duckdb
+    from .store.db import connect_plain_readonly
 
     db_path = Path(db_path)
     if not db_path.is_file():
         raise FileNotFoundError(f"corpus database not found: {db_path}")
-    con = duckdb.connect(str(db_path), read_only=True)
+    con = connect_plain_readonly(db_path)
     try:
         tables = {t for (t,) in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
         anthology: dict[str, str] = {}
@@ -727,7 +739,8 @@ class PaperIndexSyncReport(BaseModel):
 
 
 def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend, db_path: Path,
-                     embed: Embedder | None = None, batch_size: int = 128) -> PaperIndexSyncReport:
+                     embed: Embedder | None = None, body_vectors: BodyVectors | None = None,
+                     batch_size: int = 128) -> PaperIndexSyncReport:
     """Make the paper index ``backend`` hold exactly the papers of the DuckDB file ``db_path``,
     encoding only what changed (called by the publish stage on the new version's copy).
 
@@ -736,9 +749,10 @@ def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend
     compared with the ``content_hash`` payload of its point: new papers are added, changed ones
     re-encoded and upserted, unchanged ones cost nothing, and points of papers no longer in the
     database are deleted. Idempotent: a second call with nothing changed encodes nothing
-    (``texts_encoded == 0``). ``embed`` replaces the encoder (tests, benchmark caches). Cost per
-    new/changed paper: 2 + (abstract sentences, ~8) MiniLM passes for a metadata-only paper, plus up
-    to :data:`MAX_BODY_PASSAGES` passages of ~700 characters when the full text is present. Raises
+    (``texts_encoded == 0``). ``embed`` replaces the encoder (tests, benchmark caches);
+    ``body_vectors`` gives parsed papers their chunk vectors (the publish stage reads them from the
+    new version's cell collection). Cost per new/changed paper with the default encoder: one pass
+    over "title. abstract. tldr" and one short title pass (:func:`encode_papers`). Raises
     ``FileNotFoundError`` for a missing ``db_path``.
     """
     t0 = time.perf_counter()
@@ -749,7 +763,12 @@ def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend
     def counting_embed(texts: list[str]) -> list[list[float]]:
         nonlocal counted
         counted += len(texts)
-        return embed(texts) if embed is not None else _dense(texts, settings)
+        return embed(texts)
+
+    from .encode import get_encoder
+
+    encoder = get_encoder(settings)
+    before = encoder.texts_encoded
 
     backend.create(PAPER_SCHEMA)
     stored = {r.id: r.payload.get("content_hash")
@@ -772,12 +791,14 @@ def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend
             report.added += 1
     stale = [pid for pid in stored if pid not in wanted]
     for start in range(0, len(todo), batch_size):
-        backend.upsert(_points(encode_papers(todo[start:start + batch_size], embed=counting_embed)))
+        backend.upsert(_points(encode_papers(todo[start:start + batch_size], settings=settings,
+                                             embed=counting_embed if embed is not None else None,
+                                             body_vectors=body_vectors)))
     if stale:
         backend.delete(stale)
         report.deleted = len(stale)
     backend.flush()
-    report.texts_encoded = counted
+    report.texts_encoded = counted if embed is not None else encoder.texts_encoded - before
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 
