@@ -1,14 +1,21 @@
 """Validity of the AirQA-format dev set in benchmarks/airqa_dev (issue D).
 
-The set is data, so these tests check the data against independent sources: the sample PDFs
-themselves (every evidence quote must occur on the named page; titles and venues on page 1), the
-evaluation registry (every evaluator spec is accepted, gold answers score 1, near misses score 0),
-and the NeuSym-RAG paper-id formula re-implemented here from its documentation. No ingest needed.
+The set is data, so these tests check the data against independent sources: the PDFs themselves
+(every evidence quote must occur on the named page; titles and venues on page 1), the evaluation
+registry (every evaluator spec is accepted, gold answers score 1, near misses score 0), the
+NeuSym-RAG paper-id formula re-implemented here from its documentation, and the dev/test split in
+splits.json (recomputed from its seeded recipe). No ingest needed.
+
+PDFs are looked up in samples/pdfs/, then benchmarks/airqa_dev/pdfs/. Items marked
+``"pdf_source": "shared"`` in evidence.jsonl also use PDFs of the read-only corpus in
+/work/shared/corpus/pdfs/ that are not copied into the repository; their PDF checks are skipped
+when that folder is absent.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import re
 import unicodedata
 import uuid
@@ -24,6 +31,11 @@ from neusym.ids import airqa_paper_id
 REPO = Path(__file__).resolve().parent.parent
 DEV = REPO / "benchmarks" / "airqa_dev"
 SAMPLES = REPO / "samples" / "pdfs"
+DEV_PDFS = DEV / "pdfs"
+LOCAL_PDF_DIRS = (SAMPLES, DEV_PDFS)
+SHARED_PDFS = Path("/work/shared/corpus/pdfs")
+N_ORIGINAL = 36  # the first 36 lines are the original set (all "dev"); the rest were added with a held-out split
+SPLIT_SEED = 2025
 
 FIELDS = {"uuid", "question", "answer_format", "tags", "anchor_pdf", "reference_pdf", "conference", "evaluator"}
 TASK_TYPES = {"single", "multiple", "retrieval"}
@@ -41,6 +53,7 @@ def _read_jsonl(path: Path) -> list[dict]:
 
 QUESTIONS = _read_jsonl(DEV / "questions.jsonl")
 EVIDENCE = {row["uuid"]: row for row in _read_jsonl(DEV / "evidence.jsonl")}
+SPLITS = json.loads((DEV / "splits.json").read_text(encoding="utf-8"))
 IDS = [q["uuid"][:8] for q in QUESTIONS]
 
 
@@ -62,13 +75,34 @@ def _normalize(text: str) -> str:
     return " ".join(text.split())
 
 
+def _local_pdf(pdf: str) -> Path | None:
+    """The PDF in the repository (samples/pdfs, then benchmarks/airqa_dev/pdfs), or None."""
+    return next((folder / pdf for folder in LOCAL_PDF_DIRS if (folder / pdf).is_file()), None)
+
+
+def _pdf_path(pdf: str) -> Path:
+    """The PDF's path; a PDF not in the repository must be in the shared corpus, else the test skips."""
+    local = _local_pdf(pdf)
+    if local is not None:
+        return local
+    if not SHARED_PDFS.is_dir():
+        pytest.skip(f"{pdf} is only in {SHARED_PDFS}, which is absent on this machine")
+    path = SHARED_PDFS / pdf
+    assert path.is_file(), f"{pdf} is in neither {[str(d) for d in LOCAL_PDF_DIRS]} nor {SHARED_PDFS}"
+    return path
+
+
 @lru_cache(maxsize=None)
 def _page_text(pdf: str, page: int) -> str:
     import pymupdf
 
-    with pymupdf.open(SAMPLES / pdf) as doc:
+    with pymupdf.open(_pdf_path(pdf)) as doc:
         assert 1 <= page <= doc.page_count, f"{pdf} has {doc.page_count} pages, evidence cites page {page}"
         return _normalize(doc[page - 1].get_text())
+
+
+def _row_papers(row: dict) -> list[dict]:
+    return row["anchor_papers"] + ([row["target_paper"]] if "target_paper" in row else [])
 
 
 def _reference_airqa_id(title: str, conference: str | None, year: int | None) -> str:
@@ -82,7 +116,7 @@ def _reference_airqa_id(title: str, conference: str | None, year: int | None) ->
 
 
 def test_set_size_and_uuids():
-    assert 30 <= len(QUESTIONS) <= 45
+    assert len(QUESTIONS) >= 84
     uuids = [q["uuid"] for q in QUESTIONS]
     assert len(set(uuids)) == len(uuids), "duplicate uuids"
     for value in uuids:
@@ -128,10 +162,12 @@ def test_tags_vocabulary_and_structure(item):
 
 def test_mix_of_the_set():
     counts = Counter(tag for q in QUESTIONS for tag in q["tags"])
-    minimum = {"text": 8, "table": 6, "image": 5, "formula": 4, "metadata": 5, "multiple": 4, "retrieval": 3}
+    # the original 36 items plus the minimum mix of the >= 48 added ones
+    minimum = {"text": 19, "table": 13, "image": 11, "formula": 10, "metadata": 10, "single": 54, "multiple": 12,
+               "retrieval": 12}
     for tag, least in minimum.items():
         assert counts[tag] >= least, f"{tag}: {counts[tag]} < {least}"
-    assert 4 <= counts["subjective"] <= 6
+    assert 4 <= counts["subjective"] <= 11
     assert counts["single"] > counts["multiple"] + counts["retrieval"]
     funcs = Counter(q["evaluator"]["eval_func"] for q in QUESTIONS)
     for name in ("eval_reference_answer_with_llm", "eval_scoring_points_with_llm",
@@ -224,18 +260,26 @@ def test_reference_id_formula_against_neusym_rag_example():
     assert _reference_airqa_id("A b-C: d", None, None) == str(uuid.uuid5(uuid.NAMESPACE_DNS, "abcd-uncategorized"))
 
 
-PAPERS = {
-    p["pdf"]: p
-    for row in EVIDENCE.values()
-    for p in row["anchor_papers"] + ([row["target_paper"]] if "target_paper" in row else [])
-}
+PAPERS = {p["pdf"]: p for row in EVIDENCE.values() for p in _row_papers(row)}
 
 
-def test_every_sample_paper_is_used_with_one_description():
-    assert set(PAPERS) == {p.name for p in SAMPLES.glob("*.pdf")}
+def test_every_repository_paper_is_used_with_one_description():
+    local = {p.name for folder in LOCAL_PDF_DIRS for p in folder.glob("*.pdf")}
+    assert {p.name for p in SAMPLES.glob("*.pdf")} & {p.name for p in DEV_PDFS.glob("*.pdf")} == set()
+    assert local <= set(PAPERS), f"PDFs in the repository that no item uses: {sorted(local - set(PAPERS))}"
     for row in EVIDENCE.values():
-        for paper in row["anchor_papers"] + ([row["target_paper"]] if "target_paper" in row else []):
+        for paper in _row_papers(row):
             assert paper == PAPERS[paper["pdf"]], "a paper is described differently in two evidence lines"
+
+
+@pytest.mark.parametrize("item", QUESTIONS, ids=IDS)
+def test_pdf_source_marks_exactly_the_items_using_unbundled_pdfs(item):
+    # an item is "shared" iff one of its PDFs is not in the repository (so it can be skipped without /work/shared)
+    row = EVIDENCE[item["uuid"]]
+    pdfs = {p["pdf"] for p in _row_papers(row)} | {e["pdf"] for e in row["evidence"]}
+    unbundled = {pdf for pdf in pdfs if _local_pdf(pdf) is None}
+    assert row.get("pdf_source", "repository") in {"repository", "shared"}
+    assert (row.get("pdf_source") == "shared") == bool(unbundled), unbundled
 
 
 @pytest.mark.parametrize("pdf", sorted(PAPERS), ids=lambda name: name[:20])
@@ -280,6 +324,38 @@ def test_conference_field(item):
     assert item["evaluator"]["eval_kwargs"]["reference_answer"] == target["title"]
     venue = [f"{target['conference']}{target['year']}".lower()] if target["conference"] else []
     assert item["conference"] == venue
+
+
+# -- splits -----------------------------------------------------------------------------------
+
+
+def _recomputed_split() -> dict[str, str]:
+    """The recipe of splits.json: the original items are dev; the added items are grouped by task type
+    (in file order), each group is shuffled with one shared random.Random(2025) (single, then multiple,
+    then retrieval) and the first round(n/3) of each group go to test."""
+    rng = random.Random(SPLIT_SEED)
+    split = {q["uuid"]: "dev" for q in QUESTIONS[:N_ORIGINAL]}
+    added = QUESTIONS[N_ORIGINAL:]
+    for kind in ("single", "multiple", "retrieval"):
+        group = [q["uuid"] for q in added if _task_type(q) == kind]
+        rng.shuffle(group)
+        cut = round(len(group) / 3)
+        split.update({u: ("test" if i < cut else "dev") for i, u in enumerate(group)})
+    return split
+
+
+def test_splits_cover_every_item_with_dev_or_test():
+    assert list(SPLITS) == [q["uuid"] for q in QUESTIONS], "splits.json must list every uuid once, in file order"
+    assert set(SPLITS.values()) == {"dev", "test"}
+
+
+def test_splits_follow_the_seeded_stratified_recipe():
+    assert SPLITS == _recomputed_split()
+    assert all(SPLITS[q["uuid"]] == "dev" for q in QUESTIONS[:N_ORIGINAL])
+    test_items = [q for q in QUESTIONS if SPLITS[q["uuid"]] == "test"]
+    assert {_task_type(q) for q in test_items} == TASK_TYPES, "every task type needs held-out test items"
+    added = len(QUESTIONS) - N_ORIGINAL
+    assert abs(len(test_items) - added / 3) <= 2
 
 
 def test_normalization_is_not_vacuous():
