@@ -61,9 +61,9 @@ def main() -> None:
         completion = sum(u.completion_tokens for u in summ.summary_units)
         import duckdb
 
-        from neusym.snapshot import current_snapshot
+        from neusym.store.versions import current_db
 
-        con = duckdb.connect(str(current_snapshot(settings)), read_only=True)
+        con = duckdb.connect(str(current_db(settings)), read_only=True)
         kinds = dict(Counter(k for (k,) in con.execute("SELECT kind FROM enrichments").fetchall()))
         sample = con.execute("SELECT table_caption, table_summary FROM tables WHERE table_summary IS NOT NULL "
                              "LIMIT 1").fetchall()

@@ -18,8 +18,10 @@ Methods (all run through the same Qdrant index and the same ``PaperIndex.search`
 Latency: wall time of one ``search`` call (query encoding + Qdrant queries + fusion + snippet),
 model loaded and warmed up, single thread of queries; the machine's load average is recorded with it.
 
+Index: built with the production encoder (``neusym.search.encode_papers``: the settings' dense
+backend, one pass over "title. abstract" per paper) in a qdrant-edge shard.
+
 Usage: ``python benchmarks/paper_search/bench.py [--sizes 2.5k,5k] [--engines] [--sync] [--out FILE]``
-Embeddings are cached by text in ``$NEUSYM_BENCH_CACHE`` (default /tmp/neusym_bench_cache).
 """
 
 from __future__ import annotations
@@ -37,10 +39,17 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from embcache import EmbeddingCache  # noqa: E402
-
-from neusym.search import DEFAULT_WEIGHTS, PaperDoc, PaperIndex, SearchConfig, encode_papers  # noqa: E402
+from neusym.search import (  # noqa: E402
+    DEFAULT_WEIGHTS,
+    PAPER_SCHEMA,
+    PaperDoc,
+    PaperIndex,
+    SearchConfig,
+    _points,
+    encode_papers,
+)
 from neusym.sources.acl_source import parse_acl_collection  # noqa: E402
+from neusym.store.vectors import ClientBackend, EdgeBackend  # noqa: E402
 
 CORPORA = {
     "2.5k": ["2024.acl.xml", "2024.findings.xml"],
@@ -114,75 +123,50 @@ def evaluate(index: PaperIndex, questions: list[dict], cfg: SearchConfig, *, rep
     return out
 
 
-def build(index: PaperIndex, docs: list[PaperDoc], cache: EmbeddingCache) -> dict:
-    stats = index.build(docs, embed=cache)
-    cache.save()
-    return stats
+def build(index: PaperIndex, docs: list[PaperDoc]) -> dict:
+    return index.build(docs)
 
 
-def engine_comparison(docs: list[PaperDoc], questions: list[dict], cache: EmbeddingCache, n_queries: int) -> dict:
+def engine_comparison(docs: list[PaperDoc], questions: list[dict], n_queries: int) -> dict:
     """Latency of the default method on qdrant-client local mode vs qdrant-edge, same points."""
     from qdrant_client import QdrantClient
 
     out = {}
     qs = questions[:n_queries]
     client = QdrantClient(location=":memory:")
-    idx = PaperIndex(client=client)
+    idx = PaperIndex(ClientBackend(client, "papers"))
     t0 = time.perf_counter()
-    idx.backend.ensure()
+    idx.backend.create(PAPER_SCHEMA)
     for s in range(0, len(docs), 256):
-        idx.backend.upsert(encode_papers(docs[s:s + 256], embed=cache))
+        idx.backend.upsert(_points(encode_papers(docs[s:s + 256])))
     upsert_s = time.perf_counter() - t0
     r = evaluate(idx, qs, SearchConfig())
-    out["qdrant-client local (:memory:)"] = {"papers": len(docs), "upsert_plus_cached_encode_s": round(upsert_s, 1),
+    out["qdrant-client local (:memory:)"] = {"papers": len(docs), "encode_plus_upsert_s": round(upsert_s, 1),
                                              "queries": len(qs), "latency_ms": r["latency_ms"]}
     client.close()
     return out
 
 
-def sync_timing(corpus_dir: Path, size: str, cache: EmbeddingCache, sample_papers: int = 40) -> dict:
-    """Cost of ``neusym.search.sync_paper_index`` on a crawled corpus of ``size`` (metadata only).
-
-    The collection XMLs go through the real crawl stages into a fresh NEUSYM_HOME and a published
-    snapshot; then a first sync (every paper added; vectors from the benchmark cache, so its time is
-    the non-encoding overhead), a second sync (nothing changed), and the MiniLM cost per paper
-    measured by encoding the texts of ``sample_papers`` papers without the cache (1 torch thread
-    per process as configured; the machine's load average is recorded).
-    """
-    import random
-
+def sync_timing(corpus_dir: Path, size: str) -> dict:
+    """Publishing a crawled corpus of ``size`` (metadata only): the paper index's share of the first
+    publish (every paper new) and of a second one with nothing changed."""
     from neusym.crawl import crawl_stage, load_crawl_stage
-    from neusym.search import _dense, read_paper_docs, split_sentences, sync_paper_index
+    from neusym.publish import publish
     from neusym.settings import Settings
-    from neusym.snapshot import publish_snapshot
 
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(home=Path(tmp) / "home")
         t0 = time.perf_counter()
         res = crawl_stage({"source": "acl", "paths": [str(corpus_dir / n) for n in CORPORA[size]]}, settings)
         load_crawl_stage([res], settings, download=False)
-        snap = publish_snapshot(settings)
         crawl_s = time.perf_counter() - t0
-        with PaperIndex(path=Path(tmp) / "papers_edge") as idx:
-            first = sync_paper_index(settings, index=idx, embed=cache)
-            second = sync_paper_index(settings, index=idx, embed=cache)
-        cache.save()
-        docs = read_paper_docs(snap)
-    sample = random.Random(0).sample(docs, min(sample_papers, len(docs)))
-    texts = []
-    for d in sample:
-        abstract = " ".join((d.abstract or "").split())
-        texts += [f"{d.title}. {abstract}", d.title] + (split_sentences(abstract) or [d.title])
-    load0 = os.getloadavg()[0]
-    t0 = time.perf_counter()
-    _dense(texts)
-    enc_s = time.perf_counter() - t0
+        first = publish(settings)
+        second = publish(settings)
     return {
-        "papers": first.papers, "crawl_load_publish_s": round(crawl_s, 1),
-        "first_sync": first.model_dump(exclude={"source"}), "second_sync": second.model_dump(exclude={"source"}),
-        "texts_per_paper": round(first.texts_encoded / max(first.papers, 1), 2),
-        "encode_s_per_paper_uncached": round(enc_s / len(sample), 3),
-        "encode_sample": {"papers": len(sample), "texts": len(texts), "seconds": round(enc_s, 1), "load_avg": load0},
+        "papers": first.paper_index["papers"], "crawl_load_s": round(crawl_s, 1),
+        "first_publish_s": first.seconds, "first_paper_index": first.paper_index,
+        "second_publish_s": second.seconds, "second_paper_index": second.paper_index,
+        "load_avg": os.getloadavg()[0],
     }
 
 
@@ -196,10 +180,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "paper_search.json")
     args = ap.parse_args()
 
-    cache = EmbeddingCache()
-    from neusym.encode import dense_model
+    from neusym.encode import get_encoder
+    from neusym.settings import Settings
 
-    dense_model().encode(["warm up"])  # model load is excluded from latency
+    get_encoder(Settings()).warm_up()  # model load is excluded from latency
     qsets = {name: load_questions(p) for name, p in QUESTION_SETS.items()}
     result: dict = {
         "description": "Paper-level search over ACL Anthology XML (metadata-only papers). R@k per split, "
@@ -207,17 +191,15 @@ def main() -> None:
         "questions": {k: {s: sum(1 for q in v if q["split"] == s) for s in ("dev", "test")} for k, v in qsets.items()},
         "default_weights": DEFAULT_WEIGHTS,
         "engine": "qdrant-edge (embedded shard)",
+        "encoder": Settings().dense_backend + ", one pass over 'title. abstract' per paper",
         "corpora": {},
     }
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     for size in sizes:
         docs = load_docs(args.corpus_dir, size)
         with tempfile.TemporaryDirectory() as tmp:
-            index = PaperIndex(path=Path(tmp) / "papers_edge")
-            enc_before, secs_before = cache.encoded, cache.encode_seconds
-            stats = build(index, docs, cache)
-            stats["texts_encoded_now"] = cache.encoded - enc_before
-            stats["encode_seconds_now"] = round(cache.encode_seconds - secs_before, 1)
+            index = PaperIndex(EdgeBackend(Path(tmp) / "papers_edge"))
+            stats = build(index, docs)
             entry: dict = {"papers": len(docs), "build": stats, "load_avg_at_start": os.getloadavg()[0], "results": {}}
             for qname, qs in qsets.items():
                 per = {}
@@ -234,14 +216,13 @@ def main() -> None:
             index.close()
         result["corpora"][size] = entry
         if args.engines and size == sizes[-1]:
-            result["engine_comparison"] = engine_comparison(docs, qsets["concise"], cache, args.engine_queries)
+            result["engine_comparison"] = engine_comparison(docs, qsets["concise"], args.engine_queries)
             result["engine_comparison"]["qdrant-edge"] = {
                 "papers": len(docs), "latency_ms": entry["results"]["concise"]["neusym"]["latency_ms"]}
             print(json.dumps(result["engine_comparison"], indent=1))
     if args.sync:
-        result["sync"] = {sizes[-1]: sync_timing(args.corpus_dir, sizes[-1], cache)}
+        result["sync"] = {sizes[-1]: sync_timing(args.corpus_dir, sizes[-1])}
         print(json.dumps(result["sync"], indent=1))
-    cache.save()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     if args.out.exists():  # keep sections of an earlier run that this run did not redo
         old = json.loads(args.out.read_text())
