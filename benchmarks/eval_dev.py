@@ -5,9 +5,13 @@ Usage (after `neusym ingest samples/pdfs` into $NEUSYM_HOME)::
     NEUSYM_HOME=/tmp/evalrun-home HF_HUB_OFFLINE=1 NEUSYM_AGENT_MAX_TURNS=10 nice -n 10 \
         python benchmarks/eval_dev.py --methods neusym classic-rag iterative-neu iterative-sym --stride 4
 
-``--stride N`` keeps every N-th question of the file (lines 1, 1+N, ...), a fixed subset that still
-spans every paper, category and task type; it is written to ``<out-dir>/questions.stride<N>.jsonl``
-and used for the runs. ``--limit K`` instead keeps the first K questions.
+``--split dev|test|original`` keeps the dev or the held-out test split of ``splits.json`` (the test
+split is only ever reported, never used to tune), or the 36 original items (lines 1-36, all dev).
+``--stride N`` keeps every N-th question of that (lines 1, 1+N, ...). The subset is written to
+``<out-dir>/questions.<name>.jsonl`` and used for the runs. ``--limit K`` keeps the first K questions.
+
+The corpus must hold the PDFs the questions are about: ``samples/pdfs``, ``benchmarks/airqa_dev/pdfs``
+and, for items marked ``pdf_source: shared``, TableFormer and PaSa from ``../shared/corpus/pdfs``.
 
 Each method runs in its own `neusym eval run` process (so the offline model's prompt cache holds that
 method's system prompt across questions) and writes ``<out-dir>/<method>.pred.jsonl``; runs resume, so
@@ -35,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--methods", nargs="+", default=["neusym", "classic-rag", "iterative-neu", "iterative-sym"])
     parser.add_argument("--limit", type=int, default=None, help="Only the first K questions (same K for every method).")
     parser.add_argument("--stride", type=int, default=None, help="Only every N-th question (lines 1, 1+N, ...).")
+    parser.add_argument("--split", choices=("all", "dev", "test", "original"), default="all",
+                        help="dev / test split of splits.json, or the 36 original items.")
     parser.add_argument("--out-dir", type=Path, default=REPO / "benchmarks" / "results" / "airqa_dev")
     parser.add_argument("--summary", type=Path, default=REPO / "benchmarks" / "results" / "airqa_dev.json")
     parser.add_argument("--score-only", action="store_true", help="Do not run; score the existing predictions.")
@@ -46,12 +52,18 @@ def main(argv: list[str] | None = None) -> int:
 
     settings = Settings()
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    if args.stride is not None:
-        if args.stride < 1:
+    if args.stride is not None or args.split != "all":
+        if args.stride is not None and args.stride < 1:
             parser.error("--stride must be at least 1")
         lines = [ln for ln in args.questions.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        subset = args.out_dir / f"questions.stride{args.stride}.jsonl"
-        subset.write_text("".join(ln + "\n" for ln in lines[:: args.stride]), encoding="utf-8")
+        if args.split == "original":
+            lines = lines[:36]
+        elif args.split in ("dev", "test"):
+            splits = json.loads((args.questions.parent / "splits.json").read_text(encoding="utf-8"))
+            lines = [ln for ln in lines if splits[json.loads(ln)["uuid"]] == args.split]
+        name = args.split + (f".stride{args.stride}" if args.stride else "")
+        subset = args.out_dir / f"questions.{name}.jsonl"
+        subset.write_text("".join(ln + "\n" for ln in lines[:: args.stride or 1]), encoding="utf-8")
         args.questions = subset
     questions = load_questions(args.questions)
     if args.limit is not None:
@@ -77,6 +89,7 @@ def main(argv: list[str] | None = None) -> int:
         pred = args.out_dir / f"{method}.pred.jsonl"
         report = score_predictions(questions, pred, judge=judge, judge_factory=judge_factory)
         methods[method] = report.summary() | {"predictions": str(pred.relative_to(REPO)) if pred.is_relative_to(REPO) else str(pred)}
+        methods[method].update(_route_stats(pred, questions, report))
         print(f"{method:24s} overall {100 * report.overall:5.1f}%  turns {report.means['turns']}  "
               f"s/question {report.means['seconds']}", flush=True)
     summary = {
@@ -97,6 +110,41 @@ def main(argv: list[str] | None = None) -> int:
     args.summary.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"summary written to {args.summary}")
     return 0
+
+
+def _route_stats(pred: Path, questions: list, report) -> dict:
+    """Median seconds per question, and per route (method auto): share of questions, accuracy,
+    median seconds, LLM calls; plus the verification statuses."""
+    import statistics
+
+    wanted = {q.uuid for q in questions}
+    lines = {}
+    for line in pred.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            if rec["uuid"] in wanted:
+                lines[rec["uuid"]] = rec
+    scores = {i.uuid: i.score for i in report.items}
+    secs = [r["seconds"] for r in lines.values() if r.get("seconds") is not None]
+    out: dict = {"median_seconds": round(statistics.median(secs), 1) if secs else None}
+    routes: dict = {}
+    for uid, rec in lines.items():
+        route = rec.get("route")
+        if route is None:
+            continue
+        routes.setdefault(route, []).append((scores.get(uid, 0.0), rec["seconds"], rec["turns"]))
+    if routes:
+        n = sum(len(v) for v in routes.values())
+        out["routes"] = {r: {"share": round(len(v) / n, 3), "n": len(v), "accuracy": round(sum(x[0] for x in v) / len(v), 3),
+                             "median_seconds": round(statistics.median(x[1] for x in v), 1),
+                             "max_seconds": round(max(x[1] for x in v), 1),
+                             "mean_llm_calls": round(sum(x[2] for x in v) / len(v), 2)} for r, v in sorted(routes.items())}
+        status: dict = {}
+        for rec in lines.values():
+            st = (rec.get("verification") or {}).get("status", "-")
+            status[st] = status.get(st, 0) + 1
+        out["verification"] = status
+    return out
 
 
 if __name__ == "__main__":

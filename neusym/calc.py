@@ -13,7 +13,13 @@ Refused (raised as :class:`neusym.errors.ActionError` with the reason): attribut
 (``x.__class__``, ``'a'.upper()``), any name or function not listed (``__import__``, ``open``),
 assignment, f-strings, lambdas, expressions longer than :data:`MAX_EXPR_CHARS`, powers or products
 whose result would exceed :data:`MAX_INT_DIGITS` digits, string ``%`` formatting, non-numeric results
-such as a bare function, and complex numbers.
+such as a bare function, complex numbers, and results with more than :data:`MAX_RESULT_ELEMENTS`
+elements or characters.
+
+Budget: :func:`calculate` evaluates in a separate worker process (started once, reused) under a
+memory limit (:data:`MAX_MEMORY_MB`) and a wall-clock limit (``timeout_s``, default
+:data:`TIMEOUT_S`): ``comb(10**7, 5*10**6)`` or ``[[[0]*1000]*1000]*1000`` end with a clear error
+after at most that long instead of running for minutes; the worker is then replaced.
 """
 
 from __future__ import annotations
@@ -34,6 +40,12 @@ MAX_EXPR_CHARS = 2000
 MAX_INT_DIGITS = 1000
 """Largest integer result of ``**``, ``*``, ``pow`` or ``factorial`` (decimal digits)."""
 MAX_FACTORIAL = 300
+MAX_RESULT_ELEMENTS = 10_000
+"""Largest result: list/dict elements counted recursively, or characters of a string."""
+TIMEOUT_S = 2.0
+"""Default wall-clock budget of one expression (seconds)."""
+MAX_MEMORY_MB = 512
+"""Address-space limit of the evaluation worker (MB)."""
 
 
 def _digits_estimate(value: Any) -> float:
@@ -198,7 +210,30 @@ def _node_name(node: ast.AST) -> str:
     }.get(type(node).__name__, type(node).__name__)
 
 
+def _count_elements(value: Any, limit: int) -> int:
+    """Elements of a nested result (strings count their characters), counting stops past ``limit``."""
+    seen = 0
+    stack = [value]
+    while stack and seen <= limit:
+        v = stack.pop()
+        if isinstance(v, str):
+            seen += len(v)
+        elif isinstance(v, (list, tuple, set, frozenset)):
+            seen += len(v)
+            if seen <= limit:
+                stack.extend(v)
+        elif isinstance(v, dict):
+            seen += len(v)
+            if seen <= limit:
+                stack.extend(v.keys())
+                stack.extend(v.values())
+    return seen
+
+
 def _check_result(expr: str, value: Any) -> Any:
+    if _count_elements(value, MAX_RESULT_ELEMENTS) > MAX_RESULT_ELEMENTS:
+        raise ActionError(f"CalculateExpr: the result of {expr!r} is too large (more than {MAX_RESULT_ELEMENTS:,} "
+                          "elements or characters); compute a summary such as sum(...) or len(...) instead.")
     if isinstance(value, complex):
         raise ActionError(f"CalculateExpr: {expr!r} gives a complex number, which is not supported.")
     if isinstance(value, (bool, int, float, str)) or value is None:
@@ -215,15 +250,23 @@ def _check_result(expr: str, value: Any) -> Any:
     )
 
 
-def calculate(expr: str) -> int | float | bool | str | list | dict | None:
+def calculate(expr: str, *, timeout_s: float | None = None) -> int | float | bool | str | list | dict | None:
     """Evaluate an arithmetic expression such as ``"(85.2 - 80.1) / 80.1 * 100"`` or ``"mean([1, 2, 3])"``.
 
     Returns a Python number (int/float), bool, str, list or dict (lists and tuples come back as
-    lists). Raises :class:`ActionError` with a message stating what is wrong: empty or too long
-    input, syntax error, unknown name or function, a refused construct (attribute access, f-string,
-    lambda, assignment, import), numbers too large, division by zero, domain errors (``sqrt(-1)``)
-    and non-value results.
+    lists). Runs in the evaluation worker within ``timeout_s`` seconds (default :data:`TIMEOUT_S`)
+    and :data:`MAX_MEMORY_MB` MB. Raises :class:`ActionError` with a message stating what is wrong:
+    empty or too long input, syntax error, unknown name or function, a refused construct (attribute
+    access, f-string, lambda, assignment, import), numbers too large, division by zero, domain
+    errors (``sqrt(-1)``), non-value results, results too large, and the time or memory budget.
     """
+    if not isinstance(expr, str):
+        raise ActionError(f"CalculateExpr: expr must be a string, got {type(expr).__name__}.")
+    return _SANDBOX.run(expr, TIMEOUT_S if timeout_s is None else float(timeout_s))
+
+
+def calculate_in_process(expr: str) -> int | float | bool | str | list | dict | None:
+    """:func:`calculate` without the worker process (no time budget): what the worker runs."""
     if not isinstance(expr, str):
         raise ActionError(f"CalculateExpr: expr must be a string, got {type(expr).__name__}.")
     text = expr.strip()
@@ -274,4 +317,102 @@ def calculate(expr: str) -> int | float | bool | str | list | dict | None:
     return _check_result(text, value)
 
 
-__all__ = ["FUNCTIONS", "MAX_EXPR_CHARS", "MAX_INT_DIGITS", "NAMES", "calculate"]
+# ------------------------------------------------------------------------------------- sandbox
+def _worker_loop(memory_mb: int) -> None:  # pragma: no cover - runs in the worker process
+    """``python -m neusym.calc --worker MB``: read one JSON expression per line on stdin, write one
+    JSON ``[status, value]`` per line on stdout, under an address-space limit of ``MB``."""
+    import json
+    import resource
+    import sys
+
+    limit = memory_mb * 1024 * 1024
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    except (ValueError, OSError):
+        pass
+    for line in sys.stdin:
+        expr = json.loads(line)
+        try:
+            out = ["ok", calculate_in_process(expr)]
+        except ActionError as exc:
+            out = ["error", str(exc)]
+        except MemoryError:
+            out = ["error", f"CalculateExpr: {expr.strip()!r} needs more than {memory_mb} MB of memory."]
+        except Exception as exc:  # noqa: BLE001 - reported to the caller, the worker keeps serving
+            out = ["error", f"CalculateExpr: cannot evaluate {expr.strip()!r}: {type(exc).__name__}: {exc}."]
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+class _Sandbox:
+    """One evaluation worker process (``python -m neusym.calc --worker``) per interpreter, started
+    on first use and replaced after a timeout or a crash. Calls are serialized."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._proc: Any = None
+
+    def _start(self) -> None:
+        import subprocess
+        import sys
+
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "neusym.calc", "--worker", str(MAX_MEMORY_MB)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, bufsize=1,
+        )
+
+    def _stop(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait(5)
+            for stream in (self._proc.stdin, self._proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self._proc = None
+
+    def run(self, expr: str, timeout_s: float) -> Any:
+        import json
+        import select
+
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._stop()
+                self._start()
+            try:
+                self._proc.stdin.write(json.dumps(expr) + "\n")
+                self._proc.stdin.flush()
+            except OSError:
+                self._stop()
+                raise ActionError("CalculateExpr: the evaluation worker stopped; try again.") from None
+            ready, _, _ = select.select([self._proc.stdout], [], [], timeout_s)
+            if not ready:
+                self._stop()
+                raise ActionError(f"CalculateExpr: {expr.strip()[:200]!r} did not finish within {timeout_s:g} s "
+                                  "(time budget); simplify the expression.")
+            line = self._proc.stdout.readline()
+            if not line:
+                self._stop()
+                raise ActionError(f"CalculateExpr: {expr.strip()[:200]!r} exceeded the {MAX_MEMORY_MB} MB memory "
+                                  "budget.")
+        status, value = json.loads(line)
+        if status == "error":
+            raise ActionError(value)
+        return value
+
+
+_SANDBOX = _Sandbox()
+
+
+__all__ = ["FUNCTIONS", "MAX_EXPR_CHARS", "MAX_INT_DIGITS", "MAX_RESULT_ELEMENTS", "NAMES", "TIMEOUT_S",
+           "calculate", "calculate_in_process"]
+
+
+if __name__ == "__main__":  # the evaluation worker of _Sandbox
+    import sys as _sys
+
+    if len(_sys.argv) == 3 and _sys.argv[1] == "--worker":
+        _worker_loop(int(_sys.argv[2]))

@@ -141,18 +141,24 @@ def ask(
     question: str = typer.Argument(..., help="The question, in natural language."),
     paper: Optional[List[str]] = typer.Option(None, "--paper", help="Restrict to this paper_id (repeatable)."),
     answer_format: Optional[str] = typer.Option(None, "--answer-format", help="Required answer format."),
-    as_json: bool = typer.Option(False, "--json", help="Print {answer, trajectory, ...} as one JSON object."),
+    method: str = typer.Option("auto", "--method", help="auto (route the question: SQL template, paper search, "
+                               "focused reading or the full agent), neusym (always the agent loop), or another "
+                               "method of `neusym eval run`."),
+    as_json: bool = typer.Option(False, "--json", help="Print {answer, route, verification, citations, trajectory, ...}."),
     trace: bool = typer.Option(False, "--trace", help="Print every thought/action/observation."),
 ) -> None:
-    """Answer a question with the NeuSym-RAG agent (database + vector store, at most 20 turns)."""
+    """Answer a question about the corpus, with the route taken, a verification and citations."""
     from .agent.actions import Environment
+    from .agent.methods import get_method
     from .agent.react import answer_question
+    from .errors import NeusymError
     from .store.versions import NoCorpusVersion, open_version
 
     settings = _settings()
     try:
+        chosen = get_method(method)
         version = open_version(settings)
-    except NoCorpusVersion as exc:
+    except (NoCorpusVersion, NeusymError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
     turn = [0]
@@ -166,18 +172,34 @@ def ask(
             console.print("[bold]observation:[/bold]", highlight=False)
             console.print(step.observation, markup=False, highlight=False)
 
-    with version, Environment(settings, version=version) as env:
-        result = answer_question(question, settings=settings, paper_ids=paper or None, answer_format=answer_format,
-                                 on_step=show if trace and not as_json else None, env=env)
+    try:
+        with version, Environment(settings, version=version) as env:
+            result = answer_question(question, settings=settings, paper_ids=paper or None, answer_format=answer_format,
+                                     on_step=show if trace and not as_json else None, env=env, method=chosen)
+    except NeusymError as exc:  # the LLM backend failed, ...
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
     if as_json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
         return
     if trace:
         console.rule("answer")
     answer = result.answer if isinstance(result.answer, str) else json.dumps(result.answer, ensure_ascii=False)
-    console.print(answer, markup=False, highlight=False)
+    console.print(answer if answer is not None else "(no answer)", markup=False, highlight=False)
+    if result.route:
+        v = result.verification or {}
+        checks = ", ".join(f"{c['kind']} {c['claim'][:40]!r}: {'ok' if c['ok'] else ('failed' if c['ok'] is False else '?')}"
+                           for c in v.get("checks", [])[:6])
+        console.print(f"[dim]route: {result.route} ({result.route_features.get('reason', '')}); verification: "
+                      f"{v.get('status', '-')}{' after repair' if v.get('repaired') else ''}"
+                      f"{' — ' + checks if checks else ''}[/dim]", soft_wrap=True)
+    for i, c in enumerate(result.citations, start=1):
+        where = f"page {c['page_number']}" if c.get("page_number") else "metadata"
+        box = f", box {c['bounding_box']}" if c.get("bounding_box") else ""
+        console.print(f"[{i}] {c['title']} — {where}{box}, {c['table_name']}.{c['column_name']} "
+                      f"{c['primary_key']}: \"{c['quote']}\"", markup=False, highlight=False, soft_wrap=True)
     if trace:
-        console.print(f"[dim]{result.turns} turns, {result.prompt_tokens} prompt + {result.completion_tokens} "
+        console.print(f"[dim]{result.turns} LLM calls, {result.prompt_tokens} prompt + {result.completion_tokens} "
                       f"completion tokens, {result.seconds:.1f} s[/dim]")
 
 
@@ -379,14 +401,21 @@ def sql(
         raise typer.Exit(2)
     try:
         result = run_readonly_sql(current_db(settings), query, timeout_s=settings.sql_timeout_s,
-                                  max_rows=settings.sql_max_rows)
+                                  max_rows=settings.sql_max_rows, max_bytes=settings.sql_max_bytes,
+                                  max_cell_chars=settings.sql_max_cell_chars)
     except NeusymError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
     text = format_result(result, fmt)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
-    if result.truncated:
+    if result.bytes_capped:
+        err.print(f"[yellow]note:[/yellow] output cut at {len(result.rows)} rows: the result reached "
+                  f"{settings.sql_max_bytes:,} bytes (NEUSYM_SQL_MAX_BYTES)")
+    elif result.truncated:
         err.print(f"[yellow]note:[/yellow] output truncated to {settings.sql_max_rows} rows")
+    if result.cells_cut:
+        err.print(f"[yellow]note:[/yellow] {result.cells_cut} text cell(s) longer than {settings.sql_max_cell_chars:,} "
+                  "characters were cut (NEUSYM_SQL_MAX_CELL_CHARS)")
 
 
 @app.command()
@@ -453,7 +482,7 @@ def _eval_error(message: object) -> None:
 def eval_run_cmd(
     questions: Path = typer.Argument(..., help="AirQA-Real JSONL (uuid, question, answer_format, tags, anchor_pdf, ...)."),
     out: Path = typer.Option(..., "--out", help="Predictions JSONL; appended to, uuids already in it are skipped."),
-    method: str = typer.Option("neusym", "--method", help="neusym, question-only, title-abstract, full-text, "
+    method: str = typer.Option("auto", "--method", help="auto (the router), neusym, question-only, title-abstract, full-text, "
                                "classic-rag, iterative-classic-rag, two-stage-neu, iterative-neu, two-stage-sym, "
                                "iterative-sym, two-stage-hybrid."),
     concurrency: int = typer.Option(1, "--concurrency", help="Questions in parallel (for OpenAI-compatible "

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from .schema import AGENT_TABLES
-from .store.db import connect_plain_readonly
+from .store.db import connect_for_export
 from .views import list_views
 
 EXPORT_TABLES = (*AGENT_TABLES, "quarantine")
@@ -61,7 +61,7 @@ def export_parquet(db_path: Path | str, out_dir: Path | str, *, uuid_as_string: 
     """
     db_path = Path(db_path)
     out_dir = Path(out_dir)
-    con = connect_plain_readonly(db_path)
+    con = connect_for_export(db_path)
     out_dir.mkdir(parents=True, exist_ok=True)
     counts: dict[str, int] = {}
     try:

@@ -102,7 +102,12 @@ class Settings(BaseSettings):
     # -- query layer -----------------------------------------------------------------------------
     sql_timeout_s: float = Field(10.0, description="Wall-clock limit for one SQL statement from an agent or a user.")
     sql_max_rows: int = Field(1000, description="Row cap for one SQL result.")
+    sql_max_bytes: int = Field(1_000_000, description="Byte cap for one SQL result (text of its rows), applied while "
+                               "fetching, before any formatting.")
+    sql_max_cell_chars: int = Field(20_000, description="Longer text cells of a SQL result are cut to this many characters.")
     agent_max_turns: int = 20
+    agent_max_seconds: float = Field(600.0, description="Wall-clock limit of one agent run: past 80% of it the next "
+                                     "turn must answer, past it the run stops (stop_reason time_limit).")
     observation_max_tokens: int = Field(
         1500, description="Observation budget per turn in LLM tokens (approximated as 4 characters per token)."
     )

@@ -251,6 +251,10 @@ class QueryResult:
     truncated: bool
     elapsed_s: float
     types: list[str] = field(default_factory=list)
+    bytes_capped: bool = False
+    """True when rows were dropped because the result reached the byte cap (``truncated`` is then True)."""
+    cells_cut: int = 0
+    """Text cells shortened to the per-cell character cap."""
 
     @property
     def row_count(self) -> int:
@@ -258,17 +262,47 @@ class QueryResult:
         return len(self.rows)
 
 
-def run_readonly_sql(db_path: Path, sql: str, *, timeout_s: float, max_rows: int) -> QueryResult:
-    """Run one read-only query on the DuckDB file ``db_path`` with a wall-clock limit and a row cap.
+MAX_BYTES = 1_000_000
+"""Default byte cap of one result (sum of the rows' text sizes), applied while fetching."""
+MAX_CELL_CHARS = 20_000
+"""Default cap of one text cell (characters); longer cells end with a note saying how much was cut."""
+_FETCH_ROWS = 256
+
+
+def _cell_size(value: Any) -> int:
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, (list, tuple, dict)):
+        return min(len(repr(value)), 10 * MAX_BYTES)
+    return 16
+
+
+def _cut(value: Any, max_chars: int) -> tuple[Any, bool]:
+    if isinstance(value, str) and len(value) > max_chars:
+        return value[:max_chars] + f" …[{len(value) - max_chars:,} more characters cut]", True
+    if isinstance(value, bytes) and len(value) > max_chars:
+        return value[:max_chars], True
+    return value, False
+
+
+def run_readonly_sql(db_path: Path, sql: str, *, timeout_s: float, max_rows: int, max_bytes: int | None = None,
+                     max_cell_chars: int | None = None) -> QueryResult:
+    """Run one read-only query on the DuckDB file ``db_path`` with a wall-clock limit and row and byte caps.
 
     ``timeout_s``: seconds before the query is interrupted (raises :class:`SQLTimeoutError`);
-    ``max_rows``: at most this many rows are returned, ``truncated`` tells whether more existed.
+    ``max_rows``: at most this many rows are returned, ``truncated`` tells whether more existed;
+    ``max_bytes`` (default :data:`MAX_BYTES`): rows are fetched in batches and fetching stops once
+    their text adds up to this many bytes (``bytes_capped``); ``max_cell_chars`` (default
+    :data:`MAX_CELL_CHARS`): longer text cells are cut (``cells_cut``). Both caps apply before any
+    formatting, so ``SELECT repeat('ab', 10**8)`` costs one cut string, not gigabytes of output.
     Raises :class:`UnsafeSQLError` for anything but one read-only query (see
     :func:`check_readonly_sql`), :class:`DatabaseUnavailableError` for a missing or locked file and
     :class:`SQLError` with DuckDB's message when the query fails (unknown table, type error...).
     """
     if max_rows < 0:
         raise ValueError("max_rows must be >= 0")
+    byte_cap = MAX_BYTES if max_bytes is None else int(max_bytes)
+    cell_cap = MAX_CELL_CHARS if max_cell_chars is None else int(max_cell_chars)
     text = check_readonly_sql(sql)
     started = time.monotonic()
     lock = threading.Lock()
@@ -284,12 +318,27 @@ def run_readonly_sql(db_path: Path, sql: str, *, timeout_s: float, max_rows: int
                 state["con"] = con
             con.execute(text)
             description = con.description or []
-            rows = con.fetchmany(max_rows + 1) if description else []
-            state["result"] = (
-                [str(d[0]) for d in description],
-                [str(d[1]) for d in description],
-                [tuple(r) for r in rows],
-            )
+            rows: list[tuple] = []
+            size = cut = 0
+            capped = False
+            while description and len(rows) <= max_rows:
+                batch = con.fetchmany(min(_FETCH_ROWS, max_rows + 1 - len(rows)))
+                if not batch:
+                    break
+                for raw in batch:
+                    row = []
+                    for v in raw:
+                        v, was_cut = _cut(v, cell_cap)
+                        cut += was_cut
+                        size += _cell_size(v)
+                        row.append(v)
+                    if size > byte_cap and rows:
+                        capped = True
+                        break
+                    rows.append(tuple(row))
+                if capped:
+                    break
+            state["result"] = ([str(d[0]) for d in description], [str(d[1]) for d in description], rows, capped, cut)
         except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
             state["error"] = exc
         finally:
@@ -325,14 +374,16 @@ def run_readonly_sql(db_path: Path, sql: str, *, timeout_s: float, max_rows: int
         if isinstance(error, duckdb.Error):
             raise SQLError(f"SQL error: {_clean_duckdb_message(str(error))}") from None
         raise error
-    columns, types, rows = state["result"]
-    truncated = len(rows) > max_rows
+    columns, types, rows, capped, cut = state["result"]
+    truncated = len(rows) > max_rows or capped
     return QueryResult(
         columns=columns,
         rows=rows[:max_rows],
         truncated=truncated,
         elapsed_s=time.monotonic() - started,
         types=types,
+        bytes_capped=capped,
+        cells_cut=cut,
     )
 
 
@@ -462,8 +513,13 @@ def format_result(result: QueryResult, fmt: str = "table", *, max_cell_chars: in
         body = render_table(result.columns, result.rows, max_cell_chars=max_cell_chars)
         n = len(result.rows)
         footer = f"In total, {n} row{' is' if n == 1 else 's are'} displayed."
-        if result.truncated:
+        if result.bytes_capped:
+            footer += (f" The result was cut at {len(result.rows)} rows (size limit); select fewer or shorter columns, "
+                       "or add LIMIT or filters.")
+        elif result.truncated:
             footer += f" The result had more rows and was cut at {len(result.rows)} (row limit); add LIMIT or filters."
+        if result.cells_cut:
+            footer += f" {result.cells_cut} long text cell(s) were shortened."
         return f"{body}\n{footer}"
     if fmt == "json":
         keys = _unique_keys(result.columns)

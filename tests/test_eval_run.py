@@ -216,7 +216,7 @@ def test_eval_run_end_to_end_resume_and_score(corpus_settings, papers, tmp_path,
         monkeypatch.setenv("NEUSYM_HOME", str(corpus_settings.home))
         monkeypatch.setenv("NEUSYM_LLM_BASE_URL", endpoint.base_url)
         monkeypatch.setenv("NEUSYM_LLM_MODEL", "scripted")
-        result = runner.invoke(app, ["eval", "run", str(questions), "--out", str(out)])
+        result = runner.invoke(app, ["eval", "run", str(questions), "--out", str(out), "--method", "neusym"])
         assert result.exit_code == 0, result.output
         assert "6 questions: 0 already in" in result.stderr and "5 answered, 1 errors" in result.stderr
         lines = read_jsonl(out)
@@ -254,12 +254,13 @@ def test_eval_run_end_to_end_resume_and_score(corpus_settings, papers, tmp_path,
         # resuming: the same command asks the LLM nothing and writes nothing
         before = out.read_bytes()
         n_requests = len(script.requests)
-        again = runner.invoke(app, ["eval", "run", str(questions), "--out", str(out)])
+        again = runner.invoke(app, ["eval", "run", str(questions), "--out", str(out), "--method", "neusym"])
         assert again.exit_code == 0, again.output
         assert "6 questions: 6 already in" in again.stderr
         assert out.read_bytes() == before and len(script.requests) == n_requests
         # --retry-errors re-runs only the failed item (still failing: its paper is not in the corpus)
-        retry = runner.invoke(app, ["eval", "run", str(questions), "--out", str(out), "--retry-errors"])
+        retry = runner.invoke(app, ["eval", "run", str(questions), "--out", str(out), "--method", "neusym",
+                                     "--retry-errors"])
         assert retry.exit_code == 0 and "0 answered, 1 errors" in retry.stderr
         assert [line["uuid"] for line in read_jsonl(out)[6:]] == ["a0000000-0000-4000-8000-000000000006"]
         assert len(script.requests) == n_requests
@@ -345,7 +346,7 @@ def test_malformed_question_lines_name_the_line(tmp_path, papers) -> None:
 
 
 def test_unknown_method_lists_the_valid_ones(corpus_settings, tmp_path, monkeypatch) -> None:
-    with pytest.raises(MethodError, match="unknown method 'graph-rag'; valid methods: neusym, question-only"):
+    with pytest.raises(MethodError, match="unknown method 'graph-rag'; valid methods: neusym, auto, question-only"):
         answer_question("q?", settings=corpus_settings, llm=ScriptedLLM(Script({})), method="graph-rag")
     monkeypatch.setenv("NEUSYM_HOME", str(corpus_settings.home))
     result = CliRunner().invoke(app, ["eval", "run", str(tmp_path / "q.jsonl"), "--out", str(tmp_path / "p.jsonl"),
@@ -517,7 +518,7 @@ def test_context_methods_inline_title_abstract_or_cut_full_text(corpus_settings,
 
 
 def test_every_method_is_defined_over_the_five_actions() -> None:
-    assert list(METHODS) == ["neusym", "question-only", "title-abstract", "full-text", "classic-rag",
+    assert list(METHODS) == ["neusym", "auto", "question-only", "title-abstract", "full-text", "classic-rag",
                              "iterative-classic-rag", "two-stage-neu", "iterative-neu", "two-stage-sym",
                              "iterative-sym", "two-stage-hybrid"]
     assert METHODS["iterative-neu"].actions == ("RetrieveFromVectorstore", "CalculateExpr", "ViewImage", "GenerateAnswer")

@@ -401,6 +401,8 @@ class Environment:
         self._version = version
         self._owns_version = version is None
         self._lock = threading.RLock()
+        self._con: Any = None
+        self._local = threading.local()
 
     @property
     def version(self) -> Any:
@@ -420,13 +422,25 @@ class Environment:
         return self.version.db_path
 
     def run_sql(self, sql: str, *, max_rows: int | None = None) -> QueryResult:
-        """Run one read-only query with the settings' time limit and row cap (see :mod:`neusym.sqlsafe`)."""
+        """Run one read-only query with the settings' time limit, row, byte and cell caps (:mod:`neusym.sqlsafe`)."""
         return run_readonly_sql(
             self.db_path,
             sql,
             timeout_s=self.settings.sql_timeout_s,
             max_rows=self.settings.sql_max_rows if max_rows is None else max_rows,
+            max_bytes=self.settings.sql_max_bytes,
+            max_cell_chars=self.settings.sql_max_cell_chars,
         )
+
+    def query(self, sql: str, params: list | None = None) -> list[tuple]:
+        """The project's own read-only SQL (parameterised with ``?``) on this environment's corpus
+        version, without the user-facing caps; rows as tuples. Raises duckdb.Error."""
+        from neusym.store.db import connect_readonly
+
+        with self._lock:
+            if self._con is None:
+                self._con = connect_readonly(self.db_path)
+            return self._con.execute(sql, params or []).fetchall()
 
     def database_schema(self) -> str:
         """The [Database Schema] text (:func:`neusym.schema.database_schema_prompt`), cached."""
@@ -491,11 +505,24 @@ class Environment:
         """One vector search (see :meth:`neusym.store.cells.CellSearch.search`); raises
         :class:`ActionError` when the collection is unavailable or rejects the input."""
         with self._lock:
-            return self.vectorstore.search(query, collection_name, table_name, column_name, filter, limit)
+            hits = self.vectorstore.search(query, collection_name, table_name, column_name, filter, limit)
+        log = getattr(self._local, "hits", None)
+        if log is not None:
+            log.extend(hits)
+        return hits
+
+    def record_hits(self) -> list[dict]:
+        """Start collecting this thread's vector-search hits (evidence for citations) into the
+        returned list, replacing an earlier collection; one agent run per thread at a time."""
+        self._local.hits = []
+        return self._local.hits
 
     def close(self) -> None:
         """Release the vector store and the corpus version if this environment opened them."""
         with self._lock:
+            if self._con is not None:
+                self._con.close()
+                self._con = None
             if self._vectorstore is not None and self._owns_vectorstore:
                 self._vectorstore.close()
                 self._vectorstore = None

@@ -20,6 +20,8 @@ Methods (paper §3.2 and App. C, F.2.1):
 ========================= ================================================================= ======
 name                      restriction                                                       calls
 ========================= ================================================================= ======
+``auto``                  routes each question: SQL templates, paper search, focused reading 0-2 (+1)
+                          (one LLM call) or ``neusym``; verifies and cites (:mod:`.auto`)
 ``neusym``                all five actions, multi-turn (NeuSym-RAG)                          ≤ 20
 ``question-only``         no retrieval: the question alone                                   1
 ``title-abstract``        no retrieval action: title + abstract of the question's papers     1
@@ -141,6 +143,8 @@ METHODS: dict[str, Method] = {
     m.name: m
     for m in (
         Method("neusym", "NeuSym-RAG: all five actions over the database and the vectorstore, multi-turn", ACTION_TYPES),
+        Method("auto", "router: SQL templates, paper search, focused reading (one LLM call) or the NeuSym-RAG loop, "
+               "with verification and citations (neusym/agent/auto.py)", ACTION_TYPES),
         Method(
             "question-only",
             "no retrieval: the LLM answers from the question alone",

@@ -118,7 +118,11 @@ class Step:
 class AgentResult:
     """Outcome of :func:`answer_question`: the ``answer`` (None when the model never answered),
     the ``trajectory`` of steps, ``turns`` (LLM calls), token usage, wall-clock ``seconds``,
-    ``stop_reason`` (``answered`` or ``max_turns``) and the ``method`` name."""
+    ``stop_reason`` (``answered``, ``max_turns`` or ``time_limit``: ``settings.agent_max_seconds``
+    ran out) and the ``method`` name. Method ``auto`` also sets ``route`` (symbolic, paper_search,
+    focused, agent) with the ``route_features`` behind it, ``verification`` (``{"status": pass / fail
+    / unverifiable, "repaired", "checks"}``), ``citations`` (:class:`neusym.agent.citations.Citation`
+    dicts) and, for paper search, the ranked ``candidates``."""
 
     question: str
     answer: Any
@@ -131,13 +135,23 @@ class AgentResult:
     stop_reason: str = "answered"
     prompt_chars: int = 0
     method: str = "neusym"
+    route: str | None = None
+    route_features: dict = field(default_factory=dict)
+    verification: dict | None = None
+    citations: list[dict] = field(default_factory=list)
+    candidates: list[dict] = field(default_factory=list)
 
     def to_dict(self, *, include_images: bool = False) -> dict:
         """JSON-ready dict (for ``neusym ask --json``)."""
         return {
             "question": self.question,
             "method": self.method,
+            "route": self.route,
             "answer": self.answer,
+            "verification": self.verification,
+            "citations": list(self.citations),
+            "route_features": dict(self.route_features),
+            "candidates": list(self.candidates),
             "stop_reason": self.stop_reason,
             "turns": self.turns,
             "prompt_tokens": self.prompt_tokens,
@@ -305,6 +319,56 @@ def _paper_titles(env: Environment, paper_ids: list[str]) -> list[tuple[str, str
     return out
 
 
+def _verify_and_repair(result: AgentResult, env: Environment, hits: list[dict], llm: LLM, messages: list[dict],
+                       ctx: "_Context", obs_idx: list[int], schema: dict, max_tokens: int,
+                       on_step: Callable[[Step], None] | None, answer_format: str | None = None) -> None:
+    """Verification and citations of an agent answer (method ``auto``'s agent route): the answer is
+    put in the shape ``answer_format`` asks for where possible, and its shape, numbers, quotes and
+    list items are checked against the run's observations; a failure gets one repair turn
+    (GenerateAnswer only) with the failed claims named."""
+    from neusym.agent.answer_format import conform
+    from neusym.agent.citations import citations_for
+    from neusym.agent.verify import verify
+
+    evidence = [s.observation for s in result.trajectory if s.observation] + [h.get("text") or "" for h in hits]
+    shaped = conform(result.answer, answer_format)
+    check = verify(result.answer, evidence, question=result.question, conformed=shaped)
+    if check.status == "fail":
+        note = ("[Check]: " + "; ".join(f"'{c.claim}' {c.detail}" for c in check.failed)
+                + ". Call GenerateAnswer again with an answer supported by the observations above.")
+        messages.append({"role": "user", "content": note})
+        try:
+            reply = _chat(llm, messages, ctx, obs_idx, schema, max_tokens)
+            result.turns += 1
+            result.prompt_tokens += reply.prompt_tokens
+            result.completion_tokens += reply.completion_tokens
+            result.cached_tokens += reply.cached_tokens
+            thought, raw_action = parse_reply(reply.text)
+            action = validate_action(raw_action)
+            if action.action_type == "GenerateAnswer":
+                step = Step(thought=thought, action="GenerateAnswer", arguments=action.parameters, observation="",
+                            raw=reply.text, prompt_tokens=reply.prompt_tokens,
+                            completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens)
+                result.trajectory.append(step)
+                if on_step:
+                    on_step(step)
+                shaped2 = conform(action.parameters["answer"], answer_format)
+                again = verify(action.parameters["answer"], evidence, question=result.question, conformed=shaped2)
+                if again.status != "fail" or len(again.failed) < len(check.failed):
+                    result.answer, check, shaped = action.parameters["answer"], again, shaped2
+        except (ActionError, NeusymError):
+            pass
+        check.repaired = True
+    if shaped.ok:
+        result.answer = shaped.value
+    result.verification = check.to_dict()
+    text = result.answer if isinstance(result.answer, str) else json.dumps(result.answer, ensure_ascii=False)
+    words = {w for w in re.findall(r"[a-z0-9]+(?:\.[0-9]+)?", text.lower()) if len(w) > 2 or w.isdigit()}
+    support = sorted(hits, key=lambda h: -len(words & set(re.findall(r"[a-z0-9]+(?:\.[0-9]+)?",
+                                                                       (h.get("text") or "").lower()))))
+    result.citations = [c.to_dict() for c in citations_for(env, support, text)]
+
+
 # --------------------------------------------------------------------------------------------
 # Context management
 # --------------------------------------------------------------------------------------------
@@ -416,6 +480,7 @@ def answer_question(
     on_step: Callable[[Step], None] | None = None,
     method: "Method | str | None" = None,
     conferences: list[str] | None = None,
+    _record: bool = False,
 ) -> AgentResult:
     """Answer ``question`` over the corpus of ``settings`` with the NeuSym-RAG ReAct agent.
 
@@ -434,8 +499,14 @@ def answer_question(
     the last turn only allows GenerateAnswer. Raises :class:`neusym.agent.llm.LLMError` when the
     backend itself fails (unreachable endpoint, model cannot load, prompt larger than the context)
     and :class:`neusym.agent.methods.MethodError` for an unknown method or one that needs the
-    vectorstore when it is unavailable.
+    vectorstore when it is unavailable. Method ``auto`` (:mod:`neusym.agent.auto`) routes the
+    question first and only runs this loop for multi-paper and open-ended questions.
     """
+    if (method.name if isinstance(method, Method) else str(method or "")).strip().lower() == "auto":
+        from neusym.agent.auto import answer_auto
+
+        return answer_auto(question, settings=settings, llm=llm, paper_ids=paper_ids, answer_format=answer_format,
+                           env=env, on_step=on_step, conferences=conferences)
     started = time.monotonic()
     method = get_method(method)
     own_env = env is None
@@ -517,8 +588,14 @@ def answer_question(
         if max_turns == 1:
             messages[-1]["content"] += "\n" + last_note
         seen: dict[str, int] = {}
+        hits_log = env.record_hits() if _record and hasattr(env, "record_hits") else None
+        limit = float(settings.agent_max_seconds)
         for turn in range(1, max_turns + 1):
-            last = turn == max_turns
+            elapsed = time.monotonic() - started
+            if elapsed >= limit:
+                result.stop_reason = "time_limit"
+                return result
+            last = turn == max_turns or elapsed >= 0.8 * limit
             turn_started = time.monotonic()
             phase = ("GenerateAnswer",) if last or not allowed else allowed
             blocked = {a for a, until in banned.items() if until >= turn}
@@ -581,6 +658,11 @@ def answer_question(
                         result.trajectory.append(step)
                         if on_step:
                             on_step(step)
+                        if hits_log is not None:
+                            messages.append({"role": "assistant", "content": reply.text})
+                            _verify_and_repair(result, env, hits_log, llm, messages, ctx, obs_idx,
+                                               schema_for(("GenerateAnswer",)), max_tokens, on_step,
+                                               answer_format)
                         return result
             except ActionError as exc:
                 cut = " Your reply was cut off at the token limit: keep the thought short." if reply.finish_reason == "length" else ""

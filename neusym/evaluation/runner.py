@@ -368,6 +368,9 @@ def answer_item(
         data = result.to_dict()
         for key in ("answer", "trajectory", "turns", "prompt_tokens", "completion_tokens", "cached_tokens", "stop_reason"):
             record[key] = data[key]
+        if data.get("route"):  # method auto
+            for key in ("route", "verification", "citations"):
+                record[key] = data[key]
     except NeusymError as exc:
         message = str(exc)
         record["error"] = message if message.startswith(question.where) else f"{question.where}: {message}"

@@ -152,8 +152,16 @@ def connect_readonly(db_path: Path | str, *, config: dict | None = None) -> duck
 
 
 def connect_plain_readonly(db_path: Path | str) -> duckdb.DuckDBPyConnection:
-    """Open a DuckDB file read-only for the project's own code (no user SQL; external access allowed,
-    e.g. ``read_parquet`` of staging files). Raises :class:`DatabaseUnavailableError`."""
+    """Open a DuckDB file read-only for the project's own code. Same configuration as
+    :func:`connect_readonly` (DuckDB allows one configuration per file and process, and a reader
+    such as ``neusym serve`` runs both kinds of query). Raises :class:`DatabaseUnavailableError`."""
+    return connect_readonly(db_path)
+
+
+def connect_for_export(db_path: Path | str) -> duckdb.DuckDBPyConnection:
+    """Open a DuckDB file read-only with file access allowed (``COPY ... TO`` Parquet). It cannot
+    coexist in one process with the connections of :func:`connect_readonly` to the same file.
+    Raises :class:`DatabaseUnavailableError`."""
     return connect_readonly(db_path, config={})
 
 
@@ -161,6 +169,7 @@ __all__ = [
     "DatabaseUnavailableError",
     "READONLY_CONFIG",
     "WriterBusyError",
+    "connect_for_export",
     "connect_plain_readonly",
     "connect_readonly",
     "holds_writer_lock",

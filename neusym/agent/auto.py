@@ -1,0 +1,407 @@
+"""Method ``auto``: a query router with symbolic and paper-search fast paths, focused reading, the
+full agent, a verifier and citations.
+
+SymRAG's adaptive routing: cheap features of the question (:func:`features`: length, named
+entities, cue words such as *how many*, *which paper*, *table*, *figure*, *compare*, *both*), the
+papers it is about and, only when those leave it open, one constrained LLM call, choose a path:
+
+- ``symbolic`` — metadata and aggregate questions compiled to SQL templates over the section tree
+  (:mod:`neusym.agent.symbolic`); no LLM;
+- ``paper_search`` — "which paper / find the work that ..." answered by the paper index with
+  venue/year/author filters parsed from the question and the AirQA ``conference`` scope; no LLM;
+- ``focused`` — a question about one paper's text, tables, figures or formulas: BM25 and dense
+  hits over its chunks, table contents and captions, figure captions and OCR text and equations,
+  fused by reciprocal rank (SR-RAG), each chunk labelled with its enclosing section, then ONE LLM
+  call with a compact prompt and the answer format;
+- ``agent`` — the full NeuSym-RAG loop, for multi-paper and open-ended questions.
+
+Every answer is checked by :func:`neusym.agent.verify.verify`; a failed check triggers one repair
+round (the focused prompt with the failed claims named). Every answer carries the cells it used
+as :class:`neusym.agent.citations.Citation`. Each decision is logged with its features.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from neusym.agent.citations import citations_for
+from neusym.agent.symbolic import Intent, answer_intent, parse_intent, render_answer, resolve_papers
+from neusym.agent.verify import Verification, normalised_titles, verify
+from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
+from neusym.errors import NeusymError
+
+logger = logging.getLogger(__name__)
+
+ROUTES = ("symbolic", "paper_search", "focused", "agent")
+
+_PAPER_CUE = re.compile(
+    r"^\s*(?:(?:is|are)\s+there\s+(?:any|a|an|some)?\s*(?:recent\s+)?(?:papers?|works?|stud(?:y|ies)|research)\b|"
+    r"(?:which|what)\s+(?:papers?|works?|stud(?:y|ies)|article)\b|"
+    r"(?:can you\s+)?(?:find|recommend|suggest|show)\s+(?:me\s+)?(?:a|the|any|some)?\s*(?:papers?|works?|stud(?:y|ies))\b|"
+    r"(?:i(?:'m|’m| am)\s+)?(?:looking|searching)\s+for\s+(?:a\s+|any\s+|some\s+)?(?:papers?|works?|research|stud(?:y|ies))\b|"
+    r"has\s+anyone\b)", re.I)
+_TITLE_FORMAT = re.compile(r"\btitle\b", re.I)
+_COMPARE = re.compile(r"\b(compare|compared|comparison|both|versus|vs\.?|each of|between the two|two papers|"
+                      r"differ(?:ence|ent|s)? between|common|shared by|in common)\b", re.I)
+_MODALITY = {"table": re.compile(r"\btables?\b", re.I), "figure": re.compile(r"\b(figures?|fig\.|plots?|images?|charts?)\b", re.I),
+             "formula": re.compile(r"\b(equations?|formulas?|formulae|eq\.)\b", re.I)}
+_ENTITY = re.compile(r"\b(?:[A-Z][a-z]*[A-Z]\w*|[A-Z]{2,}\w*|\d+(?:\.\d+)?%?)\b|\"[^\"]+\"")
+_YEAR = re.compile(r"\b(19[5-9]\d|20[0-4]\d)\b")
+_VENUES = ("acl", "emnlp", "naacl", "eacl", "aacl", "coling", "iclr", "icml", "neurips", "nips", "aaai", "ijcai",
+           "cvpr", "iccv", "eccv", "kdd", "sigir", "www", "tacl", "cl", "findings")
+_VENUE_RX = re.compile(r"\b(" + "|".join(_VENUES) + r")(?:[\s-]?(\d{4}))?\b", re.I)
+_CONF = re.compile(r"^([a-z]+)(\d{4})$")
+
+
+# ------------------------------------------------------------------------------------------ routing
+def features(question: str, paper_ids: list[str] | None, answer_format: str | None) -> dict:
+    """SymRAG-style cheap features of a question (no model): sizes, entity count and cue flags."""
+    q = " ".join((question or "").split())
+    return {
+        "tokens": len(q.split()),
+        "entities": len(_ENTITY.findall(question or "")),
+        "papers_given": len(paper_ids or []),
+        "paper_search_cue": bool(_PAPER_CUE.search(q)),
+        "title_format": bool(_TITLE_FORMAT.search(answer_format or "")),
+        "compare_cue": bool(_COMPARE.search(q)),
+        "modality": [m for m, rx in _MODALITY.items() if rx.search(q)],
+        "symbolic_intent": (parse_intent(q).kind if parse_intent(q) else None),
+    }
+
+
+@dataclass
+class RouteDecision:
+    """The chosen ``route``, the ``features`` behind it, the ``reason``, the papers the question is
+    about and the symbolic ``intent`` (when there is one); ``llm_used`` when the tie-break LLM ran."""
+
+    route: str
+    features: dict
+    reason: str
+    papers: list[tuple[str, str]]
+    intent: Intent | None = None
+    llm_used: bool = False
+
+
+_ROUTE_SCHEMA = {
+    "type": "object",
+    "properties": {"route": {"type": "string", "enum": ["find_paper", "one_paper_detail", "several_papers_or_open"]}},
+    "required": ["route"],
+    "additionalProperties": False,
+}
+
+
+def route_question(question: str, *, paper_ids: list[str] | None, answer_format: str | None, env: Any,
+                   llm: Any = None, conferences: list[str] | None = None) -> RouteDecision:
+    """Choose the route of ``question`` (see the module docstring). Rules first; an LLM call (one,
+    JSON-constrained to three classes) only when no paper is given or named and no cue decides."""
+    f = features(question, paper_ids, answer_format)
+    papers = resolve_papers(question, paper_ids, env)
+    intent = parse_intent(question)
+    f["papers_resolved"] = len(papers)
+    if not paper_ids and (f["paper_search_cue"] or (conferences and f["title_format"])):
+        return RouteDecision("paper_search", f, "asks for a paper, none given", papers)
+    if intent is not None and len(papers) == 1 and not f["compare_cue"]:
+        return RouteDecision("symbolic", f, f"metadata/aggregate intent '{intent.kind}' about one paper", papers, intent)
+    if len(papers) == 1 and not f["compare_cue"]:
+        return RouteDecision("focused", f, "about one paper's content", papers, intent)
+    if len(papers) >= 2 or f["compare_cue"]:
+        return RouteDecision("agent", f, "several papers or a comparison", papers, intent)
+    if llm is not None:
+        choice = _llm_route(question, answer_format, llm)
+        if choice == "find_paper":
+            return RouteDecision("paper_search", f, "LLM: asks for a paper", papers, intent, llm_used=True)
+        return RouteDecision("agent", f, f"LLM: {choice}", papers, intent, llm_used=True)
+    return RouteDecision("agent", f, "no paper given or named", papers, intent)
+
+
+def _llm_route(question: str, answer_format: str | None, llm: Any) -> str:
+    prompt = ("Classify the question about AI research papers.\n"
+              "find_paper: the answer is the title of a paper to be found.\n"
+              "one_paper_detail: a detail of one specific paper.\n"
+              "several_papers_or_open: anything else.\n"
+              f"[Question]: {question}\n[Answer Format]: {answer_format or '-'}")
+    try:
+        reply = llm.chat([{"role": "user", "content": prompt}], json_schema=_ROUTE_SCHEMA, max_tokens=20)
+        return json.loads(reply.text).get("route", "several_papers_or_open")
+    except (NeusymError, ValueError, AttributeError):
+        return "several_papers_or_open"
+
+
+# ------------------------------------------------------------------------------------ paper search
+def search_filters(question: str, conferences: list[str] | None) -> dict:
+    """venue / year filters for paper search: the AirQA ``conference`` scope (``["acl2023"]``) when
+    it names one conference, else a venue (and year) named in the question ("at ACL 2023")."""
+    if conferences and len(conferences) == 1:
+        m = _CONF.match(conferences[0].strip().lower())
+        if m:
+            return {"venue": m.group(1), "year": int(m.group(2))}
+    m = _VENUE_RX.search(question or "")
+    if m:
+        out: dict = {"venue": m.group(1).lower().replace("nips", "neurips")}
+        if m.group(2):
+            out["year"] = int(m.group(2))
+        return out
+    return {}
+
+
+# -------------------------------------------------------------------------------- focused reading
+FOCUS_VIEWS = [  # (table, column, collections, modality)
+    ("chunks", "text_content", (BM25_COLLECTION, DENSE_COLLECTION), "text"),
+    ("tables", "table_content", (BM25_COLLECTION, DENSE_COLLECTION), "table"),
+    ("tables", "table_caption", (BM25_COLLECTION,), "table"),
+    ("images", "image_caption", (BM25_COLLECTION, DENSE_COLLECTION), "figure"),
+    ("images", "image_ocr_text", (BM25_COLLECTION,), "figure"),
+    ("equations", "equation_content", (BM25_COLLECTION,), "formula"),
+]
+RRF_K = 60
+OFF_MODALITY_WEIGHT = 0.35
+EVIDENCE_ITEMS = 4
+EVIDENCE_CHARS = 650
+
+
+def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
+                     k: int = EVIDENCE_ITEMS) -> list[dict]:
+    """The ``k`` best cells of the papers for the question: every (view, collection) list of
+    :data:`FOCUS_VIEWS` (6 hits each, filtered to the papers), fused by weighted reciprocal rank
+    (w / (60 + rank)): text lists w = 1, table / figure / formula lists w = 1 when the question
+    names that modality, else :data:`OFF_MODALITY_WEIGHT` (a paper's few figure captions would
+    otherwise top every question)."""
+    ids = ", ".join(f"'{pid}'" for pid, _ in papers)
+    flt = f"paper_id in [{ids}]"
+    fused: dict[tuple[str, str], float] = {}
+    cells: dict[tuple[str, str], dict] = {}
+    for table, column, collections, kind in FOCUS_VIEWS:
+        weight = 1.0 if kind == "text" or kind in modality else OFF_MODALITY_WEIGHT
+        for collection in collections:
+            try:
+                hits = env.search(question, collection, table, column, flt, 6)
+            except NeusymError:
+                continue
+            for rank, hit in enumerate(hits):
+                key = (hit["table_name"], str(hit["primary_key"]))
+                fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank + 1)
+                cells.setdefault(key, hit)
+    ranked = sorted(fused, key=lambda key: -fused[key])[:k]
+    return [dict(cells[key], rrf=round(fused[key], 5)) for key in ranked]
+
+
+def _evidence_block(cells: list[dict], env: Any) -> list[str]:
+    chunk_ids = [c["primary_key"] for c in cells if c["table_name"] == "chunks"]
+    sections = {}
+    if chunk_ids:
+        for cid, title in env.query(
+                "SELECT c.chunk_id::VARCHAR, s.section_title FROM chunks c LEFT JOIN sections s "
+                f"ON s.section_id = c.ref_section_id WHERE c.chunk_id::VARCHAR IN ({', '.join('?' for _ in chunk_ids)})",
+                chunk_ids):
+            sections[cid] = title
+    out = []
+    for i, c in enumerate(cells, start=1):
+        where = f"page {c.get('page_number')}"
+        if c["table_name"] == "chunks" and sections.get(c["primary_key"]):
+            where += f", section '{sections[c['primary_key']]}'"
+        elif c["table_name"] != "chunks":
+            where += f", {c['table_name']}.{c['column_name']}"
+        text = " ".join((c.get("text") or "").split())
+        if len(text) > EVIDENCE_CHARS:
+            text = text[:EVIDENCE_CHARS] + " ..."
+        out.append(f"[{i}] ({where}) {text}")
+    return out
+
+
+_ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "answer": {"type": "string", "maxLength": 500},
+        "evidence": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 9}, "maxItems": 4},
+    },
+    "required": ["answer", "evidence"],
+    "additionalProperties": False,
+}
+FOCUSED_SYSTEM = (
+    "You answer a question about a research paper using only the numbered evidence excerpts. "
+    "Reply with JSON: \"answer\" in exactly the required answer format, and \"evidence\": the numbers of the "
+    "excerpts that support it. Copy names and numbers exactly as written in the evidence. When a number must be "
+    "computed from numbers in the evidence, write the arithmetic expression (for example (85.2 - 80.1) / 80.1 * 100 "
+    "or exp(8 * 1 - 6)); it is computed for you."
+)
+
+
+def focused_answer(question: str, answer_format: str | None, papers: list[tuple[str, str]], cells: list[dict],
+                   env: Any, llm: Any, *, note: str = "") -> tuple[str, list[dict], Any]:
+    """One LLM call over the evidence ``cells``: (answer text, the cells it cites, the LLM reply)."""
+    lines = _evidence_block(cells, env)
+    titles = "; ".join(t for _, t in papers)
+    user = (f"[Question]: {question.strip()}\n[Answer Format]: {(answer_format or 'A concise answer.').strip()}\n"
+            f"[Paper]: {titles}\n[Evidence]:\n" + "\n".join(lines))
+    if note:
+        user += f"\n[Check]: {note}"
+    reply = llm.chat([{"role": "system", "content": FOCUSED_SYSTEM}, {"role": "user", "content": user}],
+                     json_schema=_ANSWER_SCHEMA, max_tokens=200)
+    try:
+        data = json.loads(reply.text)
+        answer = str(data.get("answer", "")).strip()
+        used = [cells[i - 1] for i in data.get("evidence", []) if isinstance(i, int) and 1 <= i <= len(cells)]
+    except (ValueError, TypeError, AttributeError):
+        answer, used = reply.text.strip(), []
+    return answer, used, reply
+
+
+# ------------------------------------------------------------------------------------ orchestration
+def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: list[str] | None = None,
+                answer_format: str | None = None, env: Any = None, on_step: Callable[[Any], None] | None = None,
+                conferences: list[str] | None = None) -> Any:
+    """Answer ``question`` with the router (see the module docstring); returns an
+    :class:`neusym.agent.react.AgentResult` with ``route``, ``route_features``, ``verification`` and
+    ``citations`` set, and the steps taken as its trajectory. Arguments as for
+    :func:`neusym.agent.react.answer_question`. Raises :class:`neusym.agent.llm.LLMError` when an
+    LLM call fails, NoCorpusVersion when nothing is published.
+    """
+    from neusym.agent.actions import Environment
+    from neusym.agent.llm import make_llm
+    from neusym.agent.react import AgentResult, Step, answer_question
+
+    started = time.monotonic()
+    own_env = env is None
+    env = env or Environment(settings)
+    result = AgentResult(question=question, answer=None, method="auto")
+    lazy_llm: list[Any] = [llm]
+
+    def get_llm() -> Any:
+        if lazy_llm[0] is None:
+            lazy_llm[0] = make_llm(settings)
+        return lazy_llm[0]
+
+    def add_step(step: Any) -> None:
+        result.trajectory.append(step)
+        if on_step:
+            on_step(step)
+
+    try:
+        needs_llm = not paper_ids and not features(question, paper_ids, answer_format)["paper_search_cue"]
+        decision = route_question(question, paper_ids=paper_ids, answer_format=answer_format, env=env,
+                                  llm=get_llm() if needs_llm and not resolve_papers(question, None, env) else None,
+                                  conferences=conferences)
+        if decision.llm_used:
+            result.turns += 1
+        result.route = decision.route
+        result.route_features = dict(decision.features, reason=decision.reason,
+                                      papers=[pid for pid, _ in decision.papers], llm_used=decision.llm_used)
+        logger.info("route %s (%s) for %r: %s", decision.route, decision.reason, question[:120], decision.features)
+        if decision.route == "symbolic":
+            sym = answer_intent(decision.intent, decision.papers[0], env, answer_format)
+            if sym is not None:
+                add_step(Step(thought=sym.explanation, action="RetrieveFromDatabase",
+                              arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
+                result.answer = render_answer(sym.answer)
+                result.verification = verify(result.answer, [], symbolic_sql=sym.sql).to_dict()
+                result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
+                return result
+            result.route = "focused"  # the template could not answer (no such section, ...): read the paper
+            result.route_features["reason"] += "; template had no answer, read the paper instead"
+        if result.route == "paper_search":
+            return _paper_search(question, conferences, env, settings, result, add_step)
+        if result.route == "focused":
+            return _focused(question, answer_format, decision, env, get_llm(), result, add_step)
+        sub = answer_question(question, settings=settings, llm=get_llm(), paper_ids=paper_ids,
+                              answer_format=answer_format, env=env, on_step=on_step, method="neusym",
+                              conferences=conferences, _record=True)
+        sub.method, sub.route, sub.route_features = "auto", "agent", result.route_features
+        sub.turns += result.turns
+        sub.trajectory = result.trajectory + sub.trajectory
+        return sub
+    finally:
+        result.seconds = time.monotonic() - started
+        if own_env:
+            env.close()
+
+
+def _paper_search(question: str, conferences: list[str] | None, env: Any, settings: Any, result: Any,
+                  add_step: Callable) -> Any:
+    from neusym.agent.react import Step
+    from neusym.search import PaperIndex
+
+    filters = search_filters(question, conferences)
+    index = PaperIndex(env.version.papers, settings)
+    hits = index.search(question, limit=5, **filters)
+    if not hits and filters:
+        hits = index.search(question, limit=5)
+        filters = {}
+    text = "\n".join(f"{i}. {h.title} ({h.venue or '-'} {h.year or ''}) score {h.score}" for i, h in enumerate(hits, 1))
+    add_step(Step(thought=f"paper search with filters {filters or 'none'}", action="SearchPapers",
+                  arguments={"query": question, **filters}, observation=text or "no paper found", fixed=True))
+    if not hits:
+        result.verification = Verification("unverifiable").to_dict()
+        return result
+    top = hits[0]
+    result.answer = top.title
+    result.verification = verify(top.title, [], titles=normalised_titles(env)).to_dict()
+    cells = [{"table_name": "metadata", "column_name": "abstract", "primary_key": top.paper_id,
+              "text": top.snippet or top.title}]
+    result.citations = [c.to_dict() for c in citations_for(env, cells, question)]
+    result.candidates = [h.to_dict() for h in hits]
+    return result
+
+
+def _focused(question: str, answer_format: str | None, decision: RouteDecision, env: Any, llm: Any, result: Any,
+             add_step: Callable) -> Any:
+    from neusym.agent.react import Step
+
+    cells = focused_evidence(question, decision.papers, env, modality=decision.features.get("modality", []))
+    add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
+                  action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in decision.papers]},
+                  observation="\n".join(_evidence_block(cells, env)), fixed=True))
+    answer, used, reply = focused_answer(question, answer_format, decision.papers, cells, env, llm)
+    _count(result, reply)
+    add_step(Step(thought="answer from the evidence", action="GenerateAnswer", arguments={"answer": answer},
+                  observation="", raw=reply.text, prompt_tokens=reply.prompt_tokens,
+                  completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
+    cited = used or cells[:2]
+    shaped = _conform(answer, answer_format, add_step)
+    check = verify(answer, [c["text"] for c in (used or cells)], question=question, conformed=shaped)
+    if check.status == "fail":
+        note = "; ".join(f"'{c.claim}' {c.detail}" for c in check.failed) + ". Answer again from the evidence only."
+        again, used2, reply2 = focused_answer(question, answer_format, decision.papers, cells, env, llm, note=note)
+        _count(result, reply2)
+        add_step(Step(thought="repair: " + note, action="GenerateAnswer", arguments={"answer": again}, observation="",
+                      raw=reply2.text, prompt_tokens=reply2.prompt_tokens,
+                      completion_tokens=reply2.completion_tokens, cached_tokens=reply2.cached_tokens))
+        shaped2 = _conform(again, answer_format, add_step)
+        check2 = verify(again, [c["text"] for c in (used2 or cells)], question=question, conformed=shaped2)
+        if check2.status != "fail" or len(check2.failed) < len(check.failed):
+            answer, cited, check, shaped = again, used2 or cells[:2], check2, shaped2
+        check.repaired = True
+    if shaped.ok:
+        answer = shaped.value
+    result.answer = answer
+    result.verification = check.to_dict()
+    result.citations = [c.to_dict() for c in citations_for(env, cited, answer)]
+    return result
+
+
+def _conform(answer: Any, answer_format: str | None, add_step: Callable) -> Any:
+    """:func:`neusym.agent.answer_format.conform`, recording each computed expression as a
+    CalculateExpr step."""
+    from neusym.agent.answer_format import conform
+    from neusym.agent.react import Step
+
+    shaped = conform(answer, answer_format)
+    for expr, value in shaped.computed:
+        add_step(Step(thought="the answer is an expression: compute it", action="CalculateExpr",
+                      arguments={"expr": expr}, observation=f"Result: {value!r}", fixed=True))
+    return shaped
+
+
+def _count(result: Any, reply: Any) -> None:
+    result.turns += 1
+    result.prompt_tokens += reply.prompt_tokens
+    result.completion_tokens += reply.completion_tokens
+    result.cached_tokens += reply.cached_tokens
+
+
+__all__ = ["ROUTES", "RouteDecision", "answer_auto", "features", "focused_evidence", "route_question",
+           "search_filters"]

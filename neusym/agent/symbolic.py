@@ -1,0 +1,271 @@
+"""Symbolic fast paths: metadata and aggregate questions answered by SQL templates, no LLM.
+
+BookRAG's global-aggregation idea over the section tree: "How many tables does the SPECTER paper
+have?", "How many figures are in the Experiments section?", "Who is the last author?", "In which
+year and venue was it published?", "How many pages?". :func:`parse_intent` recognises these
+questions (regular expressions over the question), :func:`resolve_papers` finds the paper they are
+about (given paper ids, or a title or short name — the part of a title before its colon — named in
+the question), and :func:`answer_intent` runs parameterised SQL on the corpus version and returns the
+typed answer, the SQL it ran and the cells it read (for citations).
+
+Counting rules (stated in each answer's ``explanation``): tables and figures are the rows of
+``tables`` / ``images`` (one per printed "Table N" / "Figure N" caption); equations are the
+numbered ones when the paper numbers any, else all displayed ones; sections are the numbered
+top-level sections ("1 Introduction" ...; unnumbered ones such as Abstract, References and
+appendices are listed but not counted); "in section X" counts elements whose section is X or one of
+its subsections.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+ELEMENT_WORDS = {
+    "table": "tables", "tables": "tables",
+    "figure": "figures", "figures": "figures", "image": "figures", "images": "figures",
+    "equation": "equations", "equations": "equations", "formula": "equations", "formulas": "equations",
+    "formulae": "equations",
+    "section": "sections", "sections": "sections", "subsection": "subsections", "subsections": "subsections",
+    "page": "pages", "pages": "pages",
+    "reference": "references", "references": "references", "citation": "references", "citations": "references",
+    "author": "authors", "authors": "authors",
+}
+_COUNT = re.compile(r"\bhow many\s+(?:distinct\s+|different\s+|numbered\s+|main\s+|top-level\s+)?"
+                    r"(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True)) + r")\b", re.I)
+_NUMBER_OF = re.compile(r"\b(?:the\s+)?(?:total\s+)?number\s+of\s+(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True))
+                        + r")\b", re.I)
+_IN_SECTION = re.compile(
+    r"\bin\s+(?:the\s+)?(?:section\s+(?P<num>[A-Z]?\d+(?:\.\d+)*)\b|[\"“']?(?P<name>[A-Za-z][\w \-&]{2,60}?)[\"”']?\s+"
+    r"(?:section|subsection)\b|section\s+[\"“'](?P<qname>[^\"”']{3,60})[\"”'])", re.I)
+_AUTHOR_POS = re.compile(r"\b(first|last|second|third|fourth|fifth|corresponding)\s+author\b", re.I)
+_AUTHORS = re.compile(r"\b(?:who\s+(?:are|were|is|wrote)\b.*\bauthors?\b|(?:list|name|give)\s+(?:all\s+)?(?:of\s+)?"
+                      r"(?:the\s+)?authors\b|\bwho\s+wrote\b|\bthe\s+authors\s+of\b)", re.I)
+_VENUE = re.compile(r"\b(?:which|what|at what|in what|in which)\s+(?:conference|venue|proceedings|workshop)\b|"
+                    r"\bwhere\s+was\b.*\bpublished\b", re.I)
+_YEAR = re.compile(r"\b(?:which|what|in what|in which)\s+year\b|\bwhen\s+was\b.*\bpublished\b|"
+                   r"\bpublication\s+year\b|\byear\s+of\s+publication\b", re.I)
+_PAIR = re.compile(r"\b(year|venue|conference)\s+(?:and|&)\s+(?:the\s+)?(year|venue|conference)\b", re.I)
+_TITLE = re.compile(r"\b(?:what\s+is|what's|give|state)\s+(?:the\s+)?(?:full\s+|exact\s+|complete\s+)?title\b", re.I)
+_ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
+
+
+@dataclass
+class Intent:
+    """A recognised symbolic question: ``kind`` (count, authors, author, venue, year, venue_year,
+    title) and its parameters (``element``, ``section``, ``position``)."""
+
+    kind: str
+    element: str | None = None
+    section: str | None = None
+    section_number: str | None = None
+    position: int | None = None
+    fields: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SymbolicAnswer:
+    """The typed ``answer``, its ``explanation`` (what was counted or read), the ``sql`` that ran and
+    the ``cells`` it read (dicts with table_name, column_name, primary_key, text)."""
+
+    answer: Any
+    explanation: str
+    sql: list[str]
+    cells: list[dict]
+
+
+def parse_intent(question: str) -> Intent | None:
+    """The symbolic intent of ``question``, or None when it is not a metadata/aggregate question."""
+    q = " ".join(question.split())
+    m = _COUNT.search(q) or _NUMBER_OF.search(q)
+    if m:
+        element = ELEMENT_WORDS[m.group(1).lower()]
+        if element == "authors":
+            return Intent("authors_count")
+        intent = Intent("count", element=element)
+        sec = _IN_SECTION.search(q)
+        if sec and element not in ("pages", "authors", "references"):
+            intent.section_number = sec.group("num")
+            name = sec.group("name") or sec.group("qname")
+            if name and name.lower().strip() not in ("this", "that", "the paper", "paper", "each", "every"):
+                intent.section = name.strip()
+        return intent
+    pos = _AUTHOR_POS.search(q)
+    if pos and pos.group(1).lower() in _ORDINALS:
+        return Intent("author", position=_ORDINALS[pos.group(1).lower()])
+    if _AUTHORS.search(q):
+        return Intent("authors")
+    pair = _PAIR.search(q)
+    if pair and re.search(r"\b(which|what|when|where|give|state|name)\b", q, re.I):
+        fields = ["year" if w.lower() == "year" else "venue" for w in pair.groups()]
+        if len(set(fields)) == 2:
+            return Intent("publication", fields=fields)
+    venue, year = bool(_VENUE.search(q)), bool(_YEAR.search(q))
+    if venue or year:
+        fields = [f for f, on, at in sorted((("venue", venue, _pos(_VENUE, q)), ("year", year, _pos(_YEAR, q))),
+                                            key=lambda x: x[2]) if on]
+        return Intent("publication", fields=fields)
+    if _TITLE.search(q):
+        return Intent("title")
+    return None
+
+
+def _pos(rx: re.Pattern, text: str) -> int:
+    m = rx.search(text)
+    return m.start() if m else 10**9
+
+
+# ---------------------------------------------------------------------------------- paper lookup
+def _norm(text: str) -> str:
+    text = unicodedata.normalize("NFKD", text or "")
+    return " ".join(re.findall(r"[a-z0-9]+", "".join(c for c in text if not unicodedata.combining(c)).lower()))
+
+
+def paper_catalog(env: Any) -> list[tuple[str, str, str | None]]:
+    """(paper_id, title, short name) of every paper of the environment's corpus version; the short
+    name is a title's part before its colon when that is at most four words ("SPECTER", "DecompX")."""
+    cache = getattr(env, "_paper_catalog", None)
+    if cache is None:
+        cache = []
+        for pid, title in env.query("SELECT paper_id::VARCHAR, title FROM metadata WHERE title IS NOT NULL"):
+            short = title.split(":", 1)[0].strip() if ":" in title else None
+            if short and len(short.split()) > 4:
+                short = None
+            cache.append((pid, title, short))
+        env._paper_catalog = cache
+    return cache
+
+
+def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list[tuple[str, str]]:
+    """The papers a question is about: the given ``paper_ids`` (with their titles), else the papers
+    whose full title or short name the question names (whole words, case- and accent-insensitive)."""
+    catalog = paper_catalog(env)
+    by_id = {pid: title for pid, title, _ in catalog}
+    if paper_ids:
+        return [(pid, by_id[pid]) for pid in paper_ids if pid in by_id]
+    q = f" {_norm(question)} "
+    found = []
+    for pid, title, short in catalog:
+        full = _norm(title)
+        if (len(full) > 12 and f" {full} " in q) or (short and len(_norm(short)) >= 3 and f" {_norm(short)} " in q):
+            found.append((pid, title))
+    return found
+
+
+# ---------------------------------------------------------------------------------------- answers
+def _section_ids(env: Any, paper_id: str, intent: Intent) -> tuple[list[str], str | None]:
+    """The section (and its subsections) named by ``intent``: (section ids, section title) or ([], None)."""
+    rows = env.query("SELECT section_id::VARCHAR, section_title, parent_section_id::VARCHAR, level FROM sections "
+                     "WHERE ref_paper_id = ? ORDER BY ordinal", [paper_id])
+    target = None
+    if intent.section_number:
+        rx = re.compile(rf"^\s*{re.escape(intent.section_number)}\.?\s", re.I)
+        target = next((r for r in rows if rx.match(r[1] or "")), None)
+    if target is None and intent.section:
+        want = _norm(intent.section)
+        named = [r for r in rows if want and want in _norm(re.sub(r"^\s*[A-Z]?\d+(\.\d+)*\.?\s*", "", r[1] or ""))]
+        target = min(named, key=lambda r: (r[3], len(r[1] or ""))) if named else None
+    if target is None:
+        return [], None
+    ids = {target[0]}
+    changed = True
+    while changed:  # add the subsections, level by level
+        changed = False
+        for sid, _, parent, _ in rows:
+            if parent in ids and sid not in ids:
+                ids.add(sid)
+                changed = True
+    return sorted(ids), target[1]
+
+
+def answer_intent(intent: Intent, paper: tuple[str, str], env: Any, answer_format: str | None = None) -> SymbolicAnswer | None:
+    """Answer ``intent`` for ``paper`` (paper_id, title) with SQL on the environment's version.
+
+    Returns None when the template cannot answer (e.g. the named section does not exist, an author
+    position beyond the list), so the caller can fall back to another route.
+    """
+    pid, title = paper
+    meta_cell = {"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": title}
+    if intent.kind == "count":
+        element = intent.element
+        if element == "pages":
+            sql = "SELECT coalesce(num_pages, (SELECT count(*) FROM pages WHERE ref_paper_id = ?)) FROM metadata WHERE paper_id = ?"
+            n = env.query(sql, [pid, pid])[0][0]
+            return SymbolicAnswer(int(n), f"{title} has {n} pages (metadata.num_pages).", [sql], [meta_cell])
+        table = {"tables": "tables", "figures": "images", "equations": "equations", "references": "reference",
+                 "sections": "sections", "subsections": "sections"}[element]
+        caption = {"tables": "table_caption", "figures": "image_caption", "equations": "equation_content",
+                   "references": "reference_content", "sections": "section_title", "subsections": "section_title"}[element]
+        pk = {"tables": "table_id", "images": "image_id", "equations": "equation_id", "reference": "reference_id",
+              "sections": "section_id"}[table]
+        where, params, scope = "ref_paper_id = ?", [pid], ""
+        if intent.section or intent.section_number:
+            ids, sec_title = _section_ids(env, pid, intent)
+            if not ids:
+                return None
+            if table == "sections":
+                where += f" AND parent_section_id::VARCHAR IN ({', '.join('?' for _ in ids)})"
+            else:
+                where += f" AND ref_section_id::VARCHAR IN ({', '.join('?' for _ in ids)})"
+            params += ids
+            scope = f" in section '{sec_title}' (with its subsections)"
+        rule = ""
+        if element == "sections":
+            where += " AND level = 1 AND regexp_matches(section_title, '^\\s*\\d+\\.?\\s')" if not scope else ""
+            rule = " (numbered top-level sections)" if not scope else " (its subsections)"
+        elif element == "subsections":
+            where += " AND level > 1"
+        elif element == "equations":
+            numbered = env.query("SELECT count(*) FROM equations WHERE ref_paper_id = ? AND equation_number IS NOT NULL",
+                                 [pid])[0][0]
+            if numbered:
+                where += " AND equation_number IS NOT NULL"
+                rule = " (numbered equations)"
+        sql = f"SELECT {pk}::VARCHAR, {caption} FROM {table} WHERE {where}"
+        rows = env.query(sql, params)
+        cells = [{"table_name": table, "column_name": caption, "primary_key": k, "text": t or ""} for k, t in rows[:6]]
+        n = len(rows)
+        return SymbolicAnswer(n, f"{n} {element}{rule}{scope} in {title}.", [sql], cells or [meta_cell])
+    if intent.kind in ("authors", "author", "authors_count"):
+        sql = "SELECT authors FROM metadata WHERE paper_id = ?"
+        authors = list(env.query(sql, [pid])[0][0] or [])
+        if not authors:
+            return None
+        cell = {"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": title}
+        if intent.kind == "authors_count":
+            return SymbolicAnswer(len(authors), f"{title} lists {len(authors)} authors: {', '.join(authors)}.",
+                                  [sql], [cell])
+        if intent.kind == "author":
+            if intent.position is not None and -len(authors) <= intent.position < len(authors):
+                a = authors[intent.position]
+                return SymbolicAnswer(a, f"The authors of {title} are {', '.join(authors)}.", [sql], [cell])
+            return None
+        return SymbolicAnswer(authors, f"The authors of {title} are {', '.join(authors)}.", [sql], [cell])
+    if intent.kind == "publication":
+        sql = "SELECT conference_abbreviation, conference_full, pub_year FROM metadata WHERE paper_id = ?"
+        abbr, full, year = env.query(sql, [pid])[0]
+        values = {"venue": abbr or full, "year": year}
+        if any(values[f] is None for f in intent.fields):
+            return None
+        answer: Any = values[intent.fields[0]] if len(intent.fields) == 1 else [values[f] for f in intent.fields]
+        if intent.fields == ["year"]:
+            answer = int(year)
+        return SymbolicAnswer(answer, f"{title} was published at {full or abbr} ({abbr}) in {year}.", [sql],
+                              [meta_cell])
+    if intent.kind == "title":
+        return SymbolicAnswer(title, f"The title is \"{title}\".", ["SELECT title FROM metadata WHERE paper_id = ?"],
+                              [meta_cell])
+    return None
+
+
+def render_answer(value: Any) -> str:
+    """The text form of a symbolic answer (lists as Python lists, like the agent's answers)."""
+    if isinstance(value, (list, tuple)):
+        return repr([v for v in value])
+    return str(value)
+
+
+__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "paper_catalog", "parse_intent", "render_answer",
+           "resolve_papers"]

@@ -1,0 +1,286 @@
+"""Method auto (issue H): the router's routes, the verifier's pass / fail / repair, citations that point at real
+cells, and the time and size budgets of CalculateExpr, SQL and the agent run.
+
+Everything runs on the ingested sample corpus (``corpus_settings``) with a scripted LLM where an LLM is
+involved, so behaviour is exact; expected values come from the PDFs themselves (PyMuPDF text), not from
+the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pymupdf
+import pytest
+
+from neusym.agent.actions import Environment
+from neusym.agent.auto import features, route_question, search_filters
+from neusym.agent.react import answer_question
+from neusym.agent.symbolic import parse_intent
+from neusym.agent.verify import verify
+from neusym.calc import calculate
+from neusym.errors import ActionError
+from neusym.sqlsafe import run_readonly_sql
+from neusym.store.versions import current_db
+
+from .conftest import SAMPLES
+from .test_agent import ScriptedLLM, act
+
+SPECTER_PDF = SAMPLES / "acl2020_2020.acl-main.207_SPECTER.pdf"
+
+
+def pdf_text(pdf, page: int | None = None) -> str:
+    with pymupdf.open(str(pdf)) as doc:
+        pages = [doc[page - 1]] if page else list(doc)
+        return "\n".join(p.get_text() for p in pages)
+
+
+@pytest.fixture
+def env(corpus_settings):
+    with Environment(corpus_settings) as e:
+        yield e
+
+
+@pytest.fixture(scope="module")
+def ids(corpus_settings):
+    with Environment(corpus_settings) as e:
+        return {t.split(":")[0]: pid for pid, t in e.query("SELECT paper_id::VARCHAR, title FROM metadata")}
+
+
+class NoLLM:
+    """Any call is a test failure: routes that must not use the LLM."""
+
+    def chat(self, *a, **k):
+        raise AssertionError("this route must not call the LLM")
+
+
+# ---------------------------------------------------------------------------------------- routing
+def test_features_and_intents():
+    f = features("How many tables does the SPECTER paper have?", None, "An integer.")
+    assert f["symbolic_intent"] == "count" and f["entities"] >= 1 and "table" in f["modality"]
+    assert features("Is there any paper that distils LMs for OOD detection?", None, "The title")["paper_search_cue"]
+    assert features("Compare the two papers' datasets.", ["a", "b"], None)["compare_cue"]
+    assert parse_intent("Who is the last author of LongEval?").position == -1
+    assert parse_intent("How many figures are in section 3 of the paper?").section_number == "3"
+    assert parse_intent("What loss does SPECTER optimize?") is None
+    assert search_filters("Find the ACL 2023 paper on X", None) == {"venue": "acl", "year": 2023}
+    assert search_filters("anything", ["iclr2024"]) == {"venue": "iclr", "year": 2024}
+
+
+def test_route_decisions(env, ids):
+    decide = lambda q, p=None, fmt=None, conf=None: route_question(q, paper_ids=p, answer_format=fmt, env=env, llm=NoLLM(),  # noqa: E731
+                                                                    conferences=conf)
+    assert decide("How many tables does the SPECTER paper have?").route == "symbolic"
+    assert decide("How many figures does the paper contain?", [ids["DecompX"]]).route == "symbolic"
+    assert decide("Which paper introduces a benchmark of document-level tasks?").route == "paper_search"
+    assert decide("What does the model use as negatives?", [ids["SPECTER"]]).route == "focused"
+    assert decide("What loss does SPECTER optimize?").route == "focused"  # the short name resolves the paper
+    assert decide("Compare the datasets of the two papers.", [ids["SPECTER"], ids["LongEval"]]).route == "agent"
+    # nothing decides: one constrained LLM call picks the class
+    llm = ScriptedLLM([{"route": "find_paper"}])
+    d = route_question("Retrieval of long-tail facts from language models", paper_ids=None, answer_format=None,
+                       env=env, llm=llm)
+    assert d.route == "paper_search" and d.llm_used
+    assert llm.requests[0]["json_schema"]["properties"]["route"]["enum"]
+
+
+# ------------------------------------------------------------------------------------ symbolic
+def test_symbolic_counts_tables_like_the_pdf_prints_them(corpus_settings):
+    printed = {int(n) for n in re.findall(r"^Table (\d+):", pdf_text(SPECTER_PDF), re.M)}
+    result = answer_question("How many tables does the SPECTER paper have?", settings=corpus_settings, llm=NoLLM(),
+                             method="auto", answer_format="Your answer should be a single integer.")
+    assert result.route == "symbolic" and result.turns == 0 and result.seconds < 5
+    assert result.answer == str(len(printed)) == "3"
+    assert result.verification["status"] == "pass" and "SQL" in result.verification["checks"][0]["detail"]
+    quotes = [c["quote"] for c in result.citations]
+    assert all(q.startswith("Table ") for q in quotes) and len(quotes) == 3
+    assert all(c["bounding_box"] and c["page_number"] for c in result.citations)
+
+
+def test_symbolic_authors_and_publication(corpus_settings, ids):
+    last = answer_question("Who is the last author of the paper?", settings=corpus_settings, llm=NoLLM(),
+                           method="auto", paper_ids=[ids["LongEval"]])
+    page1 = " ".join(pdf_text(SAMPLES / "eacl2023_2023.eacl-main.121_LongEval.pdf", 1).split())
+    assert last.route == "symbolic" and last.answer in page1 and last.answer == "Kyle Lo"
+    pub = answer_question("In which year and venue was the SPECTER paper published?", settings=corpus_settings,
+                          llm=NoLLM(), method="auto")
+    assert pub.answer == "[2020, 'ACL']" and "2020" in pdf_text(SPECTER_PDF, 1)
+
+
+def test_paper_search_route_needs_no_llm(corpus_settings):
+    result = answer_question("Is there any paper that investigates when language models should not be trusted and "
+                             "retrieval helps for long-tail entities?", settings=corpus_settings, llm=NoLLM(),
+                             method="auto", answer_format="Your answer should be the title of the paper WITHOUT ANY EXPLANATION.")
+    assert result.route == "paper_search" and result.turns == 0
+    assert result.answer.startswith("When Not to Trust Language Models")
+    assert result.verification["status"] == "pass" and result.candidates[0]["title"] == result.answer
+    assert result.citations[0]["table_name"] == "metadata"
+
+
+# ------------------------------------------------------------------------ focused + verifier
+Q_NEG = "How many hard negatives and how many easy negatives does SPECTER sample for each query paper?"
+FMT_NEG = "Your answer should be a Python list of two integers: [hard negatives, easy negatives]."
+
+
+def test_focused_route_one_llm_call_with_verified_citations(corpus_settings, ids):
+    llm = ScriptedLLM([{"answer": "[2, 3]", "evidence": [1, 2]}])
+    result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
+                             paper_ids=[ids["SPECTER"]])
+    assert result.route == "focused" and result.turns == 1 and len(llm.requests) == 1
+    prompt = llm.requests[0]["messages"][1]["content"]
+    assert "[Evidence]:" in prompt and "hard negatives" in prompt and len(prompt) < 5000  # compact
+    assert result.answer == [2, 3] and result.verification["status"] == "pass"
+    checks = result.verification["checks"]
+    assert {c["claim"] for c in checks if c["kind"] == "number"} == {"2", "3"}
+    assert [c["ok"] for c in checks if c["kind"] == "format"] == [True]
+    # citations point at real cells: the quote is in that cell, the cell on that page of that paper
+    with Environment(corpus_settings) as env:
+        for c in result.citations:
+            pk = {"chunks": "chunk_id", "tables": "table_id", "images": "image_id"}[c["table_name"]]
+            text, page, paper = env.query(f"SELECT {c['column_name']}, page_number, ref_paper_id::VARCHAR FROM "
+                                          f"{c['table_name']} WHERE {pk}::VARCHAR = ?", [c["primary_key"]])[0]
+            assert c["quote"] in text and c["page_number"] == page and c["paper_id"] == paper == ids["SPECTER"]
+    assert any("2 hard negatives" in " ".join(c["quote"].split()) and c["page_number"] == 5 for c in result.citations)
+    assert "hard negatives" in " ".join(pdf_text(SPECTER_PDF, 5).split())
+
+
+def test_a_failed_check_gets_one_repair_round(corpus_settings, ids):
+    llm = ScriptedLLM([{"answer": "[7, 3]", "evidence": [1]}, {"answer": "[2, 3]", "evidence": [1]}])
+    result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
+                             paper_ids=[ids["SPECTER"]])
+    assert len(llm.requests) == 2 and result.turns == 2
+    assert "'7' does not occur in the cited evidence" in llm.requests[1]["messages"][1]["content"]
+    assert result.answer == [2, 3] and result.verification == {**result.verification, "status": "pass", "repaired": True}
+    still_wrong = ScriptedLLM([{"answer": "[7, 3]", "evidence": [1]}, {"answer": "[9, 3]", "evidence": [1]}])
+    bad = answer_question(Q_NEG, settings=corpus_settings, llm=still_wrong, method="auto", answer_format=FMT_NEG,
+                          paper_ids=[ids["SPECTER"]])
+    assert bad.verification["status"] == "fail" and bad.verification["repaired"] and len(still_wrong.requests) == 2
+
+
+def test_a_number_written_as_an_expression_is_computed_and_its_operands_checked(corpus_settings, ids):
+    fmt = "Your answer should be a single integer."
+    llm = ScriptedLLM([{"answer": "2 + 3", "evidence": [1]}])
+    result = answer_question("How many negatives in total does SPECTER sample for each query paper?",
+                             settings=corpus_settings, llm=llm, method="auto", answer_format=fmt,
+                             paper_ids=[ids["SPECTER"]])
+    assert "it is computed for you" in llm.requests[0]["messages"][0]["content"]
+    assert result.answer == 5 and len(llm.requests) == 1
+    calc = [s for s in result.trajectory if s.action == "CalculateExpr"]
+    assert [(s.arguments["expr"], s.observation) for s in calc] == [("2 + 3", "Result: 5")]
+    kinds = {(c["kind"], c["claim"]): c["ok"] for c in result.verification["checks"]}
+    assert kinds[("calc", "2 + 3")] and kinds[("number", "2")] and kinds[("number", "3")]
+    assert result.verification["status"] == "pass"
+
+
+def test_an_answer_of_the_wrong_shape_gets_a_repair_round(corpus_settings, ids):
+    llm = ScriptedLLM([{"answer": "2", "evidence": [1]}, {"answer": "2, 3", "evidence": [1]}])
+    result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
+                             paper_ids=[ids["SPECTER"]])
+    assert len(llm.requests) == 2
+    assert "'2' has 1 elements, the answer format asks for 2" in llm.requests[1]["messages"][1]["content"]
+    assert result.answer == [2, 3] and result.verification["status"] == "pass" and result.verification["repaired"]
+
+
+@pytest.mark.parametrize("fmt, answer, expected, ok", [
+    # answer formats of the AirQA-style dev set, answers as the offline model wrote them
+    ("Your answer should be a Python list of two elements: the name of the distance function as a short string and "
+     "the margin m as an integer.", "L2 norm distance, 1", ["L2 norm distance", 1], True),
+    ("Your answer should be a float rounded to 2 decimal places.", "exp(8 * 1 - 6)", 7.39, True),
+    ("Your answer should be a single integer.", "strconv(13)", 13, True),  # one number among noise
+    ("Your answer should be a single integer.", "12 or 13", "12 or 13", False),
+    ("Your answer should be a single integer.", "1,999", 1999, True),
+    ("Your answer should be a single integer.", "13.5", "13.5", False),
+    ("Your answer should be a Python list of two floats with two decimal places: [homogeneity, completeness].",
+     "[0.5 * 1.2, 0.81]", [0.6, 0.81], True),
+    ("Your answer should be a Python list of two integers: [number of pages, number of tables].", "[12]", [12], False),
+    ("Your answer should be a Python boolean, True or False.", "No, it does not.", False, True),
+    ("Your answer should be the dataset name as a single string.", "['SciDocs']", "SciDocs", True),
+    ("Your answer should be a Python list of two elements: [the score as a float rounded to 2 decimal places, True "
+     "or False].", "[0.12, True]", [0.12, True], True),
+    ("Your answer should be a single LaTeX formula for the loss L.", "L = max(d - d' + m, 0)",
+     "L = max(d - d' + m, 0)", None),
+    ("Your answer should be the title of the paper WITHOUT ANY EXPLANATION.", "SPECTER", "SPECTER", None),
+])
+def test_answers_are_put_in_the_shape_their_format_asks_for(fmt, answer, expected, ok):
+    from neusym.agent.answer_format import conform
+
+    shaped = conform(answer, fmt)
+    assert shaped.ok is ok and shaped.value == expected and type(shaped.value) is type(expected)
+    if ok is False:
+        assert shaped.detail
+
+
+def test_verifier_units():
+    ev = ["We use 2 hard negatives and 3 easy negatives.", "Table 1 reports MAP 83.6 on co-view."]
+    assert verify("[2, 3]", ev).status == "pass"
+    assert verify("83.6", ev).status == "pass"
+    assert verify("84.1", ev).status == "fail"
+    assert verify("It improves by 1.2 points", ev, question="How much does it improve?").status == "unverifiable"
+    assert verify("['hard negatives', 'co-view']", ev).status == "pass"
+    assert verify("['hard negatives', 'SciBERT']", ev).status == "fail"
+    assert verify("SciBERT", ev).status == "unverifiable"
+    assert verify("A Title", [], titles={"a title"}).status == "pass"
+    assert verify("Another", [], titles={"a title"}).status == "fail"
+
+
+# ------------------------------------------------------------------------------------ agent route
+def test_agent_route_verifies_and_cites_the_vector_hits(corpus_settings, ids):
+    q = "Compare the two papers: which of them releases a new evaluation benchmark?"
+    llm = ScriptedLLM([
+        act("RetrieveFromVectorstore", query="new evaluation benchmark", collection_name="text_bm25_en",
+            table_name="chunks", column_name="text_content",
+            filter=f"paper_id in ['{ids['SPECTER']}', '{ids['LongEval']}']", limit=3),
+        act("GenerateAnswer", answer="SCIDOCS"),
+    ])
+    result = answer_question(q, settings=corpus_settings, llm=llm, method="auto",
+                             paper_ids=[ids["SPECTER"], ids["LongEval"]])
+    assert result.route == "agent" and result.method == "auto" and result.answer == "SCIDOCS"
+    assert result.verification["status"] in ("unverifiable", "pass")
+    assert result.citations and all(c["paper_id"] in (ids["SPECTER"], ids["LongEval"]) for c in result.citations)
+
+
+# ------------------------------------------------------------------------------------------ budgets
+@pytest.mark.parametrize("expr", ["comb(10**7, 5*10**6)", "[[[0]*1000]*1000]*1000", "[[0]*10000]*10000"])
+def test_calculate_expr_stops_within_its_budget(expr):
+    t0 = time.monotonic()
+    with pytest.raises(ActionError, match="time budget|too large|memory"):
+        calculate(expr)
+    assert time.monotonic() - t0 < 10
+    assert calculate("13 * 42") == 546  # the worker is replaced and keeps serving
+
+
+def test_sql_is_capped_in_bytes_before_formatting(corpus_settings):
+    db = current_db(corpus_settings)
+    t0 = time.monotonic()
+    huge = run_readonly_sql(db, "SELECT repeat('ab ', 30000000) AS x", timeout_s=30, max_rows=10, max_cell_chars=1000)
+    assert huge.cells_cut == 1 and len(huge.rows[0][0]) < 1100 and time.monotonic() - t0 < 20
+    capped = run_readonly_sql(db, "SELECT text_content FROM chunks", timeout_s=30, max_rows=1000, max_bytes=5000)
+    assert capped.bytes_capped and capped.truncated and 1 <= len(capped.rows) < 30
+    assert sum(len(r[0]) for r in capped.rows[:-1]) <= 5000
+
+
+def test_agent_run_has_a_wall_clock_limit(corpus_settings):
+    class SlowLLM(ScriptedLLM):
+        def chat(self, *a, **k):
+            time.sleep(0.6)
+            return super().chat(*a, **k)
+
+    settings = corpus_settings.model_copy(update={"agent_max_seconds": 1.0})
+    llm = SlowLLM([act("RetrieveFromDatabase", sql=f"SELECT {i}") for i in range(10)] + [act("GenerateAnswer", answer="x")])
+    result = answer_question("q?", settings=settings, llm=llm, method="neusym")
+    assert result.stop_reason == "time_limit" and result.seconds < 5 and result.turns <= 3
+
+
+def test_ask_json_has_route_verification_and_citations(corpus_settings, monkeypatch):
+    from typer.testing import CliRunner
+
+    from neusym.cli import app
+
+    monkeypatch.setenv("NEUSYM_HOME", str(corpus_settings.home))
+    out = CliRunner().invoke(app, ["ask", "How many tables does the SPECTER paper have?", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert (data["route"], data["answer"], data["verification"]["status"]) == ("symbolic", "3", "pass")
+    assert len(data["citations"]) == 3
