@@ -92,7 +92,7 @@ def test_symbolic_counts_tables_like_the_pdf_prints_them(corpus_settings):
     result = answer_question("How many tables does the SPECTER paper have?", settings=corpus_settings, llm=NoLLM(),
                              method="auto", answer_format="Your answer should be a single integer.")
     assert result.route == "symbolic" and result.turns == 0 and result.seconds < 5
-    assert result.answer == str(len(printed)) == "3"
+    assert result.answer == len(printed) == 3
     assert result.verification["status"] == "pass" and "SQL" in result.verification["checks"][0]["detail"]
     quotes = [c["quote"] for c in result.citations]
     assert all(q.startswith("Table ") for q in quotes) and len(quotes) == 3
@@ -106,7 +106,22 @@ def test_symbolic_authors_and_publication(corpus_settings, ids):
     assert last.route == "symbolic" and last.answer in page1 and last.answer == "Kyle Lo"
     pub = answer_question("In which year and venue was the SPECTER paper published?", settings=corpus_settings,
                           llm=NoLLM(), method="auto")
-    assert pub.answer == "[2020, 'ACL']" and "2020" in pdf_text(SPECTER_PDF, 1)
+    assert pub.answer == [2020, "ACL"] and "2020" in pdf_text(SPECTER_PDF, 1)
+
+
+def test_symbolic_counts_several_kinds_in_the_order_asked(corpus_settings):
+    pdf = pymupdf.open(SPECTER_PDF)
+    pages = pdf.page_count
+    text = pdf_text(SPECTER_PDF)
+    tables = {int(n) for n in re.findall(r"^Table (\d+):", text, re.M)}
+    figures = {int(n) for n in re.findall(r"^Figure (\d+):", text, re.M)}
+    fmt = "Your answer should be a Python list of two integers."
+    both = answer_question("How many pages does the SPECTER PDF have, and how many tables does the paper contain?",
+                           settings=corpus_settings, llm=NoLLM(), method="auto", answer_format=fmt)
+    assert both.route == "symbolic" and both.answer == [pages, len(tables)] == [pages, 3]
+    chained = answer_question("How many figures and tables does the SPECTER paper have?", settings=corpus_settings,
+                              llm=NoLLM(), method="auto", answer_format=fmt)
+    assert chained.answer == [len(figures), len(tables)] and len(chained.verification["checks"][0]["detail"]) > 20
 
 
 def test_paper_search_route_needs_no_llm(corpus_settings):

@@ -297,8 +297,8 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
             if sym is not None:
                 add_step(Step(thought=sym.explanation, action="RetrieveFromDatabase",
                               arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
-                result.answer = render_answer(sym.answer)
-                result.verification = verify(result.answer, [], symbolic_sql=sym.sql).to_dict()
+                result.answer = sym.answer
+                result.verification = verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
                 result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
                 return result
             result.route = "focused"  # the template could not answer (no such section, ...): read the paper

@@ -35,6 +35,9 @@ ELEMENT_WORDS = {
 }
 _COUNT = re.compile(r"\bhow many\s+(?:distinct\s+|different\s+|numbered\s+|main\s+|top-level\s+)?"
                     r"(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True)) + r")\b", re.I)
+_ELEMENT_ALT = "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True))
+_AND_ELEMENT = re.compile(r"^\s*(?:,\s*)?and\s+(?:how many\s+)?(?:distinct\s+|different\s+|numbered\s+|main\s+|"
+                          r"top-level\s+)?(" + _ELEMENT_ALT + r")\b", re.I)
 _NUMBER_OF = re.compile(r"\b(?:the\s+)?(?:total\s+)?number\s+of\s+(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True))
                         + r")\b", re.I)
 _IN_SECTION = re.compile(
@@ -55,10 +58,12 @@ _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last
 @dataclass
 class Intent:
     """A recognised symbolic question: ``kind`` (count, authors, author, venue, year, venue_year,
-    title) and its parameters (``element``, ``section``, ``position``)."""
+    title) and its parameters (``element``, ``section``, ``position``); ``elements`` when one
+    question counts several kinds ("how many figures and how many tables"), in the order asked."""
 
     kind: str
     element: str | None = None
+    elements: list[str] = field(default_factory=list)
     section: str | None = None
     section_number: str | None = None
     position: int | None = None
@@ -84,7 +89,17 @@ def parse_intent(question: str) -> Intent | None:
         element = ELEMENT_WORDS[m.group(1).lower()]
         if element == "authors":
             return Intent("authors_count")
-        intent = Intent("count", element=element)
+        elements = [element]
+        for other in list(_COUNT.finditer(q))[1:]:  # "how many pages ..., and how many tables ..."
+            elements.append(ELEMENT_WORDS[other.group(1).lower()])
+        tail = q[m.end():]
+        chained = _AND_ELEMENT.match(tail)  # "how many figures and (how many) tables"
+        if chained:
+            elements.insert(1, ELEMENT_WORDS[chained.group(1).lower()])
+        elements = list(dict.fromkeys(elements))
+        if "authors" in elements and len(elements) > 1:
+            return None
+        intent = Intent("count", element=element, elements=elements if len(elements) > 1 else [])
         sec = _IN_SECTION.search(q)
         if sec and element not in ("pages", "authors", "references"):
             intent.section_number = sec.group("num")
@@ -188,6 +203,13 @@ def answer_intent(intent: Intent, paper: tuple[str, str], env: Any, answer_forma
     """
     pid, title = paper
     meta_cell = {"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": title}
+    if intent.kind == "count" and len(intent.elements) > 1:
+        parts = [answer_intent(Intent("count", element=e, section=intent.section, section_number=intent.section_number),
+                               paper, env, answer_format) for e in intent.elements]
+        if any(p is None for p in parts):
+            return None
+        return SymbolicAnswer([p.answer for p in parts], " ".join(p.explanation for p in parts),
+                              [q for p in parts for q in p.sql], [c for p in parts for c in p.cells])
     if intent.kind == "count":
         element = intent.element
         if element == "pages":
