@@ -197,7 +197,7 @@ def ask(
         where = f"page {c['page_number']}" if c.get("page_number") else "metadata"
         box = f", box {c['bounding_box']}" if c.get("bounding_box") else ""
         console.print(f"[{i}] {c['title']} — {where}{box}, {c['table_name']}.{c['column_name']} "
-                      f"{c['primary_key']}: \"{c['quote']}\"", markup=False, highlight=False, soft_wrap=True)
+                      f"{c['primary_key']}: \"{' '.join(c['quote'].split())}\"", markup=False, highlight=False, soft_wrap=True)
     if trace:
         console.print(f"[dim]{result.turns} LLM calls, {result.prompt_tokens} prompt + {result.completion_tokens} "
                       f"completion tokens, {result.seconds:.1f} s[/dim]")

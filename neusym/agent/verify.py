@@ -10,7 +10,8 @@ SR-RAG's verification of intermediate answers, with DuckDB as the symbolic engin
   retrieved evidence); a number that the question asks to compute (difference, ratio, percentage,
   average...) is ``unverifiable`` unless it occurs there;
 - ``quote``: every quoted string in the answer must occur in the evidence;
-- ``item``: short list items (names, datasets, metrics) must occur in the evidence;
+- ``item``: short list items (names, datasets, metrics) must occur in the evidence; a short single
+  answer (a name, a term) passes when it occurs there and is left undecided when it does not;
 - ``format``: the answer has the shape its answer format asks for (a single integer, a Python list
   of two elements, ...), after :func:`neusym.agent.answer_format.conform` repaired what it could;
 - ``calc``: a number the answer wrote as an arithmetic expression was computed by CalculateExpr;
@@ -101,6 +102,16 @@ def _items(answer: Any) -> list[str]:
     return []
 
 
+def _short_answer(answer: Any) -> str | None:
+    """A short single answer (a name, a term: at most 8 words, not a number or list), else None."""
+    if not isinstance(answer, str):
+        return None
+    text = answer.strip().strip("'\"").strip()
+    if not text or len(text) > 80 or len(text.split()) > 8 or _NUMBER.fullmatch(text) or text[:1] in "[{(":
+        return None
+    return text
+
+
 def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[str] | None = None,
            symbolic_sql: list[str] | None = None, conformed: Any = None) -> Verification:
     """Check ``answer`` against ``evidence`` (the texts of the cells it cites or retrieved).
@@ -141,6 +152,11 @@ def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[
             continue
         ok = _norm(item) in joined
         checks.append(Check(item, "item", ok, "occurs in the evidence" if ok else "not found in the evidence"))
+    short = _short_answer(answer)
+    if short and not checks:
+        ok = _norm(short) in joined
+        checks.append(Check(short, "item", True if ok else None,
+                            "occurs in the evidence" if ok else "not found verbatim in the evidence (not decided)"))
     decided = [c for c in checks if c.ok is not None]
     if not decided:
         return Verification("unverifiable", checks)
