@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from neusym.agent.citations import citations_for
 from neusym.agent.symbolic import Intent, answer_intent, parse_intent, render_answer, resolve_papers
-from neusym.agent.verify import Verification, normalised_titles, verify
+from neusym.agent.verify import Verification, asks_to_compute, normalised_titles, verify
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
 from neusym.errors import NeusymError
 
@@ -225,9 +225,13 @@ _ANSWER_SCHEMA = {
 FOCUSED_SYSTEM = (
     "You answer a question about a research paper using only the numbered evidence excerpts. "
     "Reply with JSON: \"answer\" in exactly the required answer format, and \"evidence\": the numbers of the "
-    "excerpts that support it. Copy names and numbers exactly as written in the evidence. When a number must be "
-    "computed from numbers in the evidence, write the arithmetic expression (for example (85.2 - 80.1) / 80.1 * 100 "
-    "or exp(8 * 1 - 6)); it is computed for you."
+    "excerpts that support it. Copy names and numbers exactly as written in the evidence."
+)
+#: Added to :data:`FOCUSED_SYSTEM` only when the question asks for a computed value (difference, ratio,
+#: total, ...): otherwise the small model starts writing code for numbers it should copy.
+COMPUTE_HINT = (
+    " When the answer is a number computed from numbers in the evidence, write the arithmetic expression "
+    "(for example (85.2 - 80.1) / 80.1 * 100 or exp(8 * 1 - 6)); it is computed for you."
 )
 
 
@@ -240,7 +244,8 @@ def focused_answer(question: str, answer_format: str | None, papers: list[tuple[
             f"[Paper]: {titles}\n[Evidence]:\n" + "\n".join(lines))
     if note:
         user += f"\n[Check]: {note}"
-    reply = llm.chat([{"role": "system", "content": FOCUSED_SYSTEM}, {"role": "user", "content": user}],
+    system = FOCUSED_SYSTEM + (COMPUTE_HINT if asks_to_compute(question) else "")
+    reply = llm.chat([{"role": "system", "content": system}, {"role": "user", "content": user}],
                      json_schema=_ANSWER_SCHEMA, max_tokens=200)
     try:
         data = json.loads(reply.text)

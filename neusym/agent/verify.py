@@ -33,7 +33,7 @@ _NUMBER = re.compile(r"(?<![\w.])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.])|(?<!
 _QUOTED = re.compile(r"[\"“]([^\"”]{3,120})[\"”]")
 _COMPUTE = re.compile(r"\b(difference|differ|improve|improvement|increase|decrease|gain|drop|ratio|times|percent|"
                       r"percentage|average|mean|sum|total|combined|how much (?:more|less|higher|lower|better|worse)|"
-                      r"compute|calculate)\b", re.I)
+                      r"compute|calculate|given|by how (?:many|much)|beats?|loses?)\b|\bwhen\s+\w+\s*=", re.I)
 
 
 @dataclass
@@ -102,6 +102,11 @@ def _items(answer: Any) -> list[str]:
     return []
 
 
+def asks_to_compute(question: str) -> bool:
+    """Whether ``question`` asks for a computed value (difference, ratio, total, average, given ...)."""
+    return bool(_COMPUTE.search(question or ""))
+
+
 def _short_answer(answer: Any) -> str | None:
     """A short single answer (a name, a term: at most 8 words, not a number or list), else None."""
     if not isinstance(answer, str):
@@ -136,7 +141,7 @@ def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[
         checks.append(Check(text, "title", ok, "a title of the corpus" if ok else "no paper of the corpus has this title"))
         return Verification("pass" if ok else "fail", checks)
     joined = _norm("\n".join(evidence))
-    compute = bool(_COMPUTE.search(question or ""))
+    compute = asks_to_compute(question)
     for value in dict.fromkeys(_numbers(text)):
         if _number_in(value, "\n".join(evidence)):
             checks.append(Check(value, "number", True, "occurs in the evidence"))
@@ -170,4 +175,4 @@ def normalised_titles(env: Any) -> set[str]:
     return {_norm(t) for _, t, _ in paper_catalog(env)}
 
 
-__all__ = ["Check", "Verification", "normalised_titles", "verify"]
+__all__ = ["Check", "Verification", "asks_to_compute", "normalised_titles", "verify"]
