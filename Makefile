@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 
 DEMO_QUESTION ?= How many pages does the LongEval paper have?
 
-.PHONY: install demo test test-fast clean
+.PHONY: install demo test test-fast clean serve browsers
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,11 +36,26 @@ demo: install
 	$(BIN)/neusym ask "$(DEMO_QUESTION)" --trace
 
 ## test: the whole suite, slow end-to-end tests included (what .ci/run runs)
-test: install
+test: install browsers
 	$(BIN)/python -m pytest -q
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"
+
+## serve: the web page and HTTP API (neusym serve) on the demo corpus; builds it first when nothing is published
+SERVE_HOST ?= 127.0.0.1
+SERVE_PORT ?= 8000
+serve: install
+	test -e $(NEUSYM_HOME)/current || $(BIN)/neusym ingest samples/pdfs
+	$(BIN)/neusym serve --host $(SERVE_HOST) --port $(SERVE_PORT)
+
+## browsers: headless Chromium + chromedriver for tests/test_browser.py (Debian packages, only when missing)
+browsers:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
+	fi
 
 clean:
 	rm -rf $(NEUSYM_HOME)

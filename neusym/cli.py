@@ -628,6 +628,17 @@ def eval_check_cmd(
         raise typer.Exit(1)
 
 
+@app.command()
+def serve(
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
+    port: int = typer.Option(8000, "--port", help="TCP port."),
+) -> None:
+    """Serve the HTTP API and the web page over the current corpus version (docs/service.md)."""
+    from .service import main as serve_main
+
+    serve_main(host, port, settings=_settings())
+
+
 def main() -> None:
     """The ``neusym`` command. An unexpected error prints one line naming it, not a traceback
     (``NEUSYM_DEBUG=1`` shows the traceback); expected errors are handled by each command."""

@@ -142,6 +142,12 @@ class Settings(BaseSettings):
     enrich_max_attempts: int = Field(3, description="Failed items are retried by later runs up to this many attempts.")
     enrich_input_chars: int = Field(4000, description="Input text sent to the LLM per summary, in characters (~1k tokens).")
     enrich_max_tokens: int = Field(160, description="Completion tokens per summary.")
+    # -- service -------------------------------------------------------------------------------
+    api_keys: list[str] = Field(
+        default_factory=list,
+        description='API keys of `neusym serve` (JSON list in NEUSYM_API_KEYS, e.g. ["k1", "k2"]); when set, every '
+        "endpoint but /healthz and the web page needs one as 'X-API-Key: KEY' or 'Authorization: Bearer KEY'. "
+        "Empty = open (bind to 127.0.0.1).")
 
     @property
     def input_paths(self) -> list[Path]:
