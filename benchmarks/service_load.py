@@ -10,7 +10,8 @@ metadata only, crawled from ../shared/corpus/acl/*.xml into DIR (default
 `neusym crawl acl 2023.emnlp.xml 2024.acl.xml 2024.findings.xml --volume main --volume long
 --volume findings --no-download` when DIR has no published version yet (~2-5 min; kept for re-runs).
 
-Server: `neusym serve` as its own process (one uvicorn worker, as shipped). Start-up: wall time
+Server: `neusym serve` as its own process (`--workers N` server processes; default 1, as shipped).
+Start-up: wall time
 from spawning the process until `/healthz` answers 200 (the version is opened and the query
 encoder warmed before the port accepts requests), then the latency of the very first `/search`.
 
@@ -134,13 +135,16 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def rss_mb(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        return None
-    return None
+    """Resident MB of the process and its descendants (the server's workers)."""
+    total = None
+    for p in process_tree(pid):
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total = (total or 0.0) + int(line.split()[1]) / 1024
+        except OSError:
+            continue
+    return None if total is None else round(total, 1)
 
 
 FILTERS = [{"venue": "emnlp"}, {"year": "2024"}, {"venue": "findings"}, {"venue": "acl", "year": "2024"},
@@ -189,10 +193,34 @@ _POOL: list[tuple[str, dict]] = []
 _NEXT = [0]
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (``neusym serve --workers N`` runs N worker processes)."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                ppid = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds a process has used so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds the process and its descendants have used so far (Linux /proc)."""
+    total = 0.0
+    for p in process_tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def search_requests():
@@ -261,6 +289,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--home", type=Path, default=Path("/tmp/neusym-service-load/home"))
     ap.add_argument("--requests", type=int, default=400, help="counted requests per endpoint and concurrency")
+    ap.add_argument("--workers", type=int, default=1, help="neusym serve --workers (server processes)")
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "service_load.json")
     args = ap.parse_args()
     if shutil.which(NEUSYM) is None and not Path(NEUSYM).exists():
@@ -274,7 +303,8 @@ def main() -> None:
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     log = tempfile.NamedTemporaryFile("w+", prefix="neusym-serve-", suffix=".log", delete=False)
-    proc = subprocess.Popen([NEUSYM, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([NEUSYM, "serve", "--port", str(port), "--workers", str(args.workers)], env=env,
+                            stdout=log, stderr=subprocess.STDOUT)
     try:
         while True:
             if proc.poll() is not None:
@@ -316,13 +346,14 @@ def main() -> None:
     out = {
         "benchmark": "service_load",
         "command": (f"nice -n {os.nice(0)} " if os.nice(0) else "") + "python benchmarks/service_load.py "
-                   + f"--requests {args.requests}",
+                   + f"--requests {args.requests} --workers {args.workers}",
         "machine": {"cores": os.cpu_count(), "python": platform.python_version(), "niceness": os.nice(0),
                     "loadavg_before": [round(x, 2) for x in load_before],
                     "loadavg_after": [round(x, 2) for x in load_after]},
         "corpus": {"version": health["version"], "papers": health["papers"], **corpus,
                    "source": "neusym crawl acl " + " ".join(XML) + " --volume main --volume long --volume findings "
                              "--no-download"},
+        "server_workers": args.workers,
         "startup": {"process_start_to_ready_s": round(ready_s, 2), "first_search_ms": round(first_s * 1000, 1),
                     "first_sql_ms": round(first_sql_s * 1000, 1),
                     "first_answer_after_process_start_s": round(ready_s + first_s, 2)},

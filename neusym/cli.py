@@ -632,11 +632,13 @@ def eval_check_cmd(
 def serve(
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on."),
     port: int = typer.Option(8000, "--port", help="TCP port."),
+    workers: int = typer.Option(1, "--workers", min=1, max=16,
+                                help="Server processes (one core each); e.g. the number of cores for many clients."),
 ) -> None:
     """Serve the HTTP API and the web page over the current corpus version (docs/service.md)."""
     from .service import main as serve_main
 
-    serve_main(host, port, settings=_settings())
+    serve_main(host, port, settings=_settings(), workers=workers)
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import httpx
+import psutil
 import pymupdf
 import pytest
 
@@ -564,15 +565,18 @@ def test_an_empty_home_is_503_with_a_clear_message(tmp_path):
         assert c.get("/").status_code == 200  # the page still loads and says so
 
 
-def test_neusym_serve_command_starts_warm(corpus_settings, repo_root):
-    """`neusym serve` as a process: ready with the version open, first search answered quickly."""
+@pytest.mark.parametrize("workers", [1, 2])
+def test_neusym_serve_command_starts_warm(corpus_settings, repo_root, workers):
+    """`neusym serve` as a process (and with two worker processes): ready with the version open,
+    first search answered quickly."""
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")}, "NEUSYM_HOME": str(corpus_settings.home)}
-    proc = subprocess.Popen([sys.executable, "-m", "neusym.cli", "serve", "--port", str(port)], env=env,
+    proc = subprocess.Popen([sys.executable, "-m", "neusym.cli", "serve", "--port", str(port), "--workers", str(workers)],
+                            env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=repo_root)
     try:
         url = f"http://127.0.0.1:{port}"
@@ -588,8 +592,12 @@ def test_neusym_serve_command_starts_warm(corpus_settings, repo_root):
         r = httpx.get(url + "/search", params={"q": "citation-informed transformers"}, timeout=10)
         assert r.status_code == 200 and r.json()["hits"][0]["title"] == SPECTER
         assert time.monotonic() - started < 2.0  # warmed at start-up (benchmarks/service_load.py measures it)
+        if workers > 1:  # uvicorn's supervisor and one server process per worker (+ multiprocessing's tracker)
+            assert len(psutil.Process(proc.pid).children()) >= workers
+            served = {httpx.get(url + "/healthz", timeout=10).json()["version"] for _ in range(8)}
+            assert served == {current_version(corpus_settings).number}
     finally:
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0, out
-    assert "serving corpus version" in out
+    assert out.count("serving corpus version") == workers
