@@ -11,9 +11,9 @@ metadata only, crawled from ../shared/corpus/acl/*.xml into DIR (default
 --volume findings --no-download` when DIR has no published version yet (~2-5 min; kept for re-runs).
 
 Server: `neusym serve` as its own process (`--workers N` server processes; default 1, as shipped).
-Start-up: wall time
-from spawning the process until `/healthz` answers 200 (the version is opened and the query
-encoder warmed before the port accepts requests), then the latency of the very first `/search`.
+Start-up: wall time from spawning the process until `/healthz` answers 200 (the version is opened
+and the query encoder warmed before the port accepts requests), then the latency of the very
+first `/search`.
 
 Load: for each concurrency C, C asyncio clients (httpx, one keep-alive connection each, in this
 process) send requests back to back until `--requests` have completed (after 2*C warm-up requests
