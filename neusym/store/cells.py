@@ -43,9 +43,9 @@ CELL_SCHEMA = VectorSchema(
     vectors_on_disk=True,
     indexes_on_disk=True,
 )
-"""How cells are stored: HNSW graph and int8 copy of the dense vectors, everything memory-mapped
-(opening a version of 1M points takes about a second and little RAM; the in-RAM variant took 7 s and
-1.7 GB). Measured in ``benchmarks/scale.py`` (``benchmarks/results/scale.json``)."""
+"""How cells are stored: HNSW graph and int8 copy of the dense vectors, everything memory-mapped and
+read on demand, so opening a version costs little time and RAM at any size (the in-RAM variant
+reads every index at open). Chosen by ``benchmarks/scale.py`` (``benchmarks/results/scale.json``)."""
 
 COLLECTIONS = {
     BM25_COLLECTION: "BM25 sparse vectors of every encodable text cell (keyword match, metric: inner product with IDF).",
