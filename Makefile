@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM := false
 
 DEMO_QUESTION ?= How many pages does the LongEval paper have?
 
-.PHONY: install demo test test-fast clean serve browsers
+.PHONY: install demo test test-fast clean serve browsers cluster-deps cluster-up cluster-down cluster-status
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ demo: install
 	$(BIN)/neusym ask "$(DEMO_QUESTION)" --trace
 
 ## test: the whole suite, slow end-to-end tests included (what .ci/run runs)
-test: install browsers
+test: install browsers cluster-deps
 	$(BIN)/python -m pytest -q
 
 test-fast: install
@@ -56,6 +56,25 @@ browsers:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; \
 	fi
+
+## cluster-deps: PostgreSQL and Redis servers for the CeleryExecutor cluster (Debian packages, only when missing)
+cluster-deps:
+	@if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || ! command -v redis-server >/dev/null; then \
+	  SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server; \
+	fi
+
+## cluster-up / cluster-down / cluster-status: Airflow (CeleryExecutor) + PostgreSQL + Redis + two workers on
+## loopback, state under $(NEUSYM_HOME)/cluster (docs/cluster.md); down stops exactly what up started
+cluster-up: install cluster-deps
+	$(BIN)/python -m neusym.cluster up
+
+cluster-down:
+	$(BIN)/python -m neusym.cluster down
+
+cluster-status:
+	$(BIN)/python -m neusym.cluster status
 
 clean:
 	rm -rf $(NEUSYM_HOME)

@@ -18,9 +18,16 @@ Airflow then queues this DAG (no schedule guessing, no sensor). Thin wiring arou
 
 Nothing here blocks the corpus: the version published by ``corpus_refresh`` keeps serving
 throughout, and every step is idempotent and incremental.
+
+On a cluster: ``apply_*`` run on the ``writer`` queue (NEUSYM_WRITER_QUEUE, one worker); ``ocr`` and
+``summarize`` fan out on the default queue, and every ``summarize`` task takes a slot of the Airflow
+pool NEUSYM_LLM_POOL (created by ``make cluster-up`` with NEUSYM_LLM_POOL_SLOTS), which caps
+concurrent LLM calls across all runs and DAGs.
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pendulum
 from airflow.sdk import Asset, dag, task
@@ -30,11 +37,13 @@ from neusym.settings import Settings
 
 CORPUS_ASSET = Asset(CORPUS_ASSET_URI)
 _settings = Settings()
+WRITER = _settings.writer_queue  # the single-writer tasks: one worker serves this queue
 
 
 @dag(
     dag_id="corpus_enrich",
     schedule=[CORPUS_ASSET],
+    default_args={"retries": _settings.task_retries, "retry_delay": timedelta(seconds=_settings.task_retry_delay_s)},
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -55,7 +64,7 @@ def corpus_enrich():
 
         return run_unit(unit, Settings()).model_dump()
 
-    @task(trigger_rule="all_done")
+    @task(trigger_rule="all_done", queue=WRITER)
     def apply_ocr(done: list[dict]) -> dict:
         from neusym.enrich import apply_enrichment
 
@@ -67,14 +76,14 @@ def corpus_enrich():
 
         return [u.model_dump() for u in plan_enrichment(Settings(), "summaries")]
 
-    @task(max_active_tis_per_dag=_settings.enrich_concurrency,
+    @task(max_active_tis_per_dag=_settings.enrich_concurrency, pool=_settings.llm_pool,
           map_index_template="{{ task.op_kwargs['unit']['unit_id'] }}")
     def summarize(unit: dict) -> dict:
         from neusym.enrich import run_unit
 
         return run_unit(unit, Settings()).model_dump()
 
-    @task(trigger_rule="all_done")
+    @task(trigger_rule="all_done", queue=WRITER)
     def apply_summaries(done: list[dict]) -> dict:
         from neusym.enrich import apply_enrichment
 

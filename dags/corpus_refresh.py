@@ -14,11 +14,20 @@ under $NEUSYM_HOME/pdfs); ``load_metadata``, ``materialize`` and ``publish`` are
 switched atomically for readers). A failing source is recorded in ``crawl_state`` and does not block
 the others. ``publish`` updates the ``neusym://corpus`` asset, so downstream DAGs
 (``corpus_enrich``) are triggered by data, not by time.
-Run params: ``paths`` (PDF files/folders; default NEUSYM_PDF_DIRS) and ``sources`` (crawl specs;
-default NEUSYM_CRAWL_SOURCES).
+Run params: ``paths`` (PDF files/folders or URLs; default NEUSYM_PDF_DIRS) and ``sources`` (crawl
+specs; default NEUSYM_CRAWL_SOURCES).
+
+On a cluster (CeleryExecutor, docs/cluster.md): the single writers run on the ``writer`` queue
+(NEUSYM_WRITER_QUEUE), which exactly one worker serves; everything else fans out on the default
+queue. With NEUSYM_STORAGE_URL the hand-offs (staging, PDFs, versions) go through the shared
+storage, so any worker may run any mapped task. Every task is retried (NEUSYM_TASK_RETRIES), so a
+lost worker's task runs again elsewhere; all of them are idempotent. An empty NEUSYM_REFRESH_CRON
+means: no schedule, runs are triggered (REST API, UI, CLI).
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pendulum
 from airflow.sdk import Asset, Param, dag, get_current_context, task
@@ -28,11 +37,13 @@ from neusym.settings import Settings
 
 CORPUS_ASSET = Asset(CORPUS_ASSET_URI)
 _settings = Settings()
+WRITER = _settings.writer_queue  # the single-writer tasks: one worker serves this queue
 
 
 @dag(
     dag_id="corpus_refresh",
-    schedule=_settings.refresh_cron,
+    schedule=_settings.refresh_cron or None,
+    default_args={"retries": _settings.task_retries, "retry_delay": timedelta(seconds=_settings.task_retry_delay_s)},
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
@@ -45,13 +56,13 @@ _settings = Settings()
 )
 def corpus_refresh():
     @task
-    def discover() -> list[str]:
-        from neusym.pipeline import discover_pdfs
+    def discover() -> list[dict]:
+        from neusym.pipeline import discover_pdfs, input_items
 
         paths = get_current_context()["params"].get("paths")
         if not paths:  # configured inputs; a missing default inbox just means "nothing to do"
             paths = [p for p in Settings().input_paths if p.exists()]
-        return discover_pdfs(paths)
+        return input_items(discover_pdfs(paths), Settings())
 
     @task
     def sources() -> list[dict]:
@@ -63,7 +74,7 @@ def corpus_refresh():
 
         return crawl_stage(spec, Settings()).model_dump(mode="json")
 
-    @task(trigger_rule="all_done")
+    @task(trigger_rule="all_done", queue=WRITER)
     def load_metadata(crawled: list[dict]) -> list[dict]:
         from neusym.crawl import load_crawl_stage
 
@@ -77,7 +88,7 @@ def corpus_refresh():
         return download_stage(job, Settings()).model_dump(mode="json")
 
     @task(trigger_rule="none_failed")
-    def collect(local: list[str], downloaded: list[dict]) -> list[dict]:
+    def collect(local: list[dict], downloaded: list[dict]) -> list[dict]:
         from neusym.pipeline import parse_items
 
         return parse_items(list(local), list(downloaded or []))
@@ -87,7 +98,7 @@ def corpus_refresh():
         from neusym.pipeline import parse_stage
 
         return parse_stage(item["pdf_path"], Settings(), paper_id=item.get("paper_id"),
-                           download=item.get("download")).model_dump()
+                           download=item.get("download"), source=item.get("source")).model_dump()
 
     @task
     def encode(parsed: dict) -> dict:
@@ -95,7 +106,7 @@ def corpus_refresh():
 
         return encode_stage(parsed, Settings()).model_dump()
 
-    @task(trigger_rule="none_failed")  # also runs when no PDF needed parsing (metadata-only crawl)
+    @task(trigger_rule="none_failed", queue=WRITER)  # also runs when no PDF needed parsing (metadata-only crawl)
     def materialize(parsed: list[dict]) -> dict:
         from neusym.pipeline import materialize_stage
 
@@ -103,7 +114,7 @@ def corpus_refresh():
         return {"papers_loaded": report.papers_loaded, "quarantined": report.quarantined,
                 "row_counts": report.row_counts}
 
-    @task(outlets=[CORPUS_ASSET], trigger_rule="none_failed")
+    @task(outlets=[CORPUS_ASSET], trigger_rule="none_failed", queue=WRITER)
     def publish(encoded: list[dict]) -> dict:
         from neusym.publish import publish as publish_version
 

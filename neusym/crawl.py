@@ -41,6 +41,7 @@ from .sources.base import (
 )
 from .staging import write_json_atomic
 from .store.db import writer
+from .store.storage import StorageError, storage
 
 SourceName = Literal["arxiv", "openreview", "acl"]
 
@@ -199,6 +200,7 @@ def crawl_stage(spec: CrawlSpec | dict, settings: Settings) -> CrawlResult:
     staged = settings.staging_dir / "crawl" / f"{spec.source}-{digest}.json"
     write_json_atomic(staged, {"watermark_key": key, "status": status, "error": error,
                                "papers": [p.model_dump(mode="json") for p in papers]})
+    storage(settings).push(staged)  # load_metadata may run on another host (shared storage)
     return CrawlResult(source=spec.source, watermark_key=key, status=status, papers=len(papers),
                        staged_file=str(staged), watermark=watermark, previous_watermark=since, error=error,
                        seconds=time.perf_counter() - start)
@@ -268,9 +270,14 @@ def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, d
     results = [CrawlResult.model_validate(r) for r in results]
     download = settings.crawl_download if download is None else download
     papers: list[SourcePaper] = []
+    st = storage(settings)
     for r in results:
-        if r.staged_file and Path(r.staged_file).exists():
-            data = json.loads(Path(r.staged_file).read_text(encoding="utf-8"))
+        staged = Path(r.staged_file) if r.staged_file else None
+        if staged is not None and st.shared:  # crawled on another host: this home's copy of its file
+            staged = settings.staging_dir / "crawl" / staged.name
+            st.refresh_file(staged)
+        if staged is not None and staged.exists():
+            data = json.loads(staged.read_text(encoding="utf-8"))
             papers += [SourcePaper.model_validate(p) for p in data["papers"]]
     groups = merge_sources(papers)
     report = LoadCrawlReport()
@@ -407,11 +414,22 @@ def download_stage(job: DownloadJob | dict, settings: Settings) -> DownloadResul
                                   error="not a PDF (body does not start with %PDF)")
         sha = hashlib.sha256(data).hexdigest()
         final = _store_path(settings, sha)
-        status = "stored" if final.exists() else "downloaded"
+        st = storage(settings)
+        key = st.key_of(final) if st.shared else ""
+        status = "stored" if final.exists() or (st.shared and st.exists(key)) else "downloaded"
         final.parent.mkdir(parents=True, exist_ok=True)
         part.replace(final)
+        pdf_path = str(final)
+        if st.shared:  # the shared PDF store: parse tasks on other hosts read it by URL
+            try:
+                if status == "downloaded":
+                    st.put_file(final, key)
+            except StorageError as exc:
+                return DownloadResult(paper_id=job.paper_id, download_url=job.download_url, status="failed",
+                                      error=str(exc))
+            pdf_path = st.url_of(key)
         return DownloadResult(paper_id=job.paper_id, download_url=job.download_url, status=status,
-                              pdf_path=str(final), pdf_sha256=sha, bytes=len(data), fetched_at=_utcnow())
+                              pdf_path=pdf_path, pdf_sha256=sha, bytes=len(data), fetched_at=_utcnow())
     return DownloadResult(paper_id=job.paper_id, download_url=job.download_url, status="failed",
                           error=f"gave up after {settings.source_retries + 1} attempts: {error}")
 

@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 from .settings import Settings
 from .sqlfiles import sql_dir
 from .store.db import connect_plain_readonly, writer
+from .store.storage import is_url, storage
 
 LLM_KINDS = ("paper_tldr_tags", "table_summary", "image_summary", "section_summary", "page_summary")
 OCR_KIND = "image_ocr_text"
@@ -321,6 +322,8 @@ def run_unit(unit: EnrichUnit | dict, settings: Settings, *, llm: Any = None, oc
     out_dir = results_dir(settings)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{unit.unit_id}.jsonl"
+    st = storage(settings)
+    st.refresh_file(path)  # shared storage: an interrupted attempt may have run on another host
     done_keys = set()
     if path.exists():  # resume an interrupted attempt of this very unit
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -347,6 +350,8 @@ def run_unit(unit: EnrichUnit | dict, settings: Settings, *, llm: Any = None, oc
 
         if not pdfs.get(paper_id):
             raise EnrichError(f"paper {paper_id} has no stored PDF")
+        if is_url(pdfs[paper_id]):  # a PDF in the shared store (or any URL): this host's copy
+            return st.fetch_url(pdfs[paper_id])
         return _resolve_pdf(pdfs[paper_id], settings)
 
     if unit.stage == "summaries" and llm is None:
@@ -391,12 +396,17 @@ def run_unit(unit: EnrichUnit | dict, settings: Settings, *, llm: Any = None, oc
             rec.update(seconds=round(time.perf_counter() - t0, 3), created_at=_utcnow().isoformat())
             fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
             fh.flush()
+            st.push(path)  # the writer may run on another host
     result.seconds = time.perf_counter() - start
     return result
 
 
 # -------------------------------------------------------------------------------------- apply
 def _read_results(settings: Settings) -> tuple[list[Path], list[dict]]:
+    st = storage(settings)
+    for key in st.list_keys(st.key_of(results_dir(settings))):  # written by tasks on other hosts
+        if key.endswith(".jsonl"):
+            st.get_file(key, st.local_path(key))
     files = sorted(results_dir(settings).glob("*.jsonl"))
     records = []
     for f in files:
@@ -466,8 +476,11 @@ def _apply(settings: Settings, report: ApplyReport, publish: bool) -> None:
             con.execute("ROLLBACK")
             raise
         after = _filled_counts(con)
+    st = storage(settings)
     for f in files:
         f.unlink(missing_ok=True)
+        if st.shared:
+            st.delete(st.key_of(f))
     report.results_loaded, report.failures_recorded = len(ok), len(bad)
     report.filled = {k: after[k] - before.get(k, 0) for k in after}
     if publish and records:

@@ -10,6 +10,12 @@ the next corpus version (DuckDB snapshot + cell collection + paper index) that r
 atomically. Stage inputs/outputs are small JSON-serialisable models (they travel through Airflow
 XCom). Every stage is idempotent: an unchanged PDF is not parsed or encoded again, re-loading it
 writes identical rows, and publishing unchanged papers writes no point.
+
+Workers on several hosts (``NEUSYM_STORAGE_URL``): staging results are pushed to the shared storage
+and pulled by the stage that needs them on another host (:mod:`neusym.staging`); input PDFs are put
+in the shared content-addressed PDF store by :func:`input_items` (the task that finds them), so a
+parse on any host can fetch them. ``metadata.pdf_path`` is always the path or URL the PDF was found
+at, never a host's cache path.
 """
 
 from __future__ import annotations
@@ -34,23 +40,27 @@ from .encode import (
     mean_vector,
     paper_text_vectors,
 )
-from .errors import UnparseablePDF
+from .errors import StagingError, UnparseablePDF
 from .ids import airqa_paper_id
 from .materialize import MaterializeReport, materialize
 from .publish import PublishReport, publish
 from .records import TABLE_RECORDS
 from .settings import Settings
 from .staging import (
+    drop_quarantine,
+    fetch_parsed,
+    fetch_quarantine,
     load_parsed_table,
     parsed_dir,
-    quarantine_path,
     read_manifest,
     replace_dir_atomic,
     stage_parsed,
     stage_quarantine,
+    staged_manifest,
     vectors_dir,
     write_json_atomic,
 )
+from .store.storage import StorageError, is_url, local_input, storage
 
 
 def parser_version(settings: Settings) -> str:
@@ -129,41 +139,48 @@ def discover_pdfs(paths: Iterable[str | Path]) -> list[str]:
 
 # ------------------------------------------------------------------------------------ parse
 def parse_stage(
-    pdf_path: str | Path, settings: Settings, *, paper_id: str | None = None, download: dict | None = None
+    pdf_path: str | Path, settings: Settings, *, paper_id: str | None = None, download: dict | None = None,
+    source: str | None = None,
 ) -> ParseResult:
     """Parse one PDF into staging (or reuse an up-to-date staged parse, or quarantine it).
 
-    ``paper_id``: the id of the crawled paper a downloaded PDF belongs to (default: from the PDF's
-    title); ``download``: its ``downloads`` row, passed through to the materialize stage.
-    Never raises for a bad PDF: an unreadable or unparseable file is quarantined with its reason.
+    ``pdf_path``: a local path or a URL (fetched through the shared storage / fsspec); ``source``:
+    the PDF's URL in the shared PDF store, read when ``pdf_path`` is not a file on this host (see
+    :func:`input_items`). ``paper_id``: the id of the crawled paper a downloaded PDF belongs to
+    (default: from the PDF's title); ``download``: its ``downloads`` row, passed through to the
+    materialize stage. Never raises for a bad PDF: an unreadable, unfetchable or unparseable file is
+    quarantined with its reason.
     """
     start = time.perf_counter()
-    path = Path(pdf_path)
+    name = str(pdf_path) if is_url(pdf_path) else str(Path(pdf_path))  # what metadata.pdf_path records
     try:
+        path = local_input(name, settings, source)
         sha = sha256_file(path)
-    except OSError as exc:
-        sha = hashlib.sha256(str(path).encode()).hexdigest()
-        qf = stage_quarantine(settings, path, sha, f"unreadable: {exc.strerror or exc}")
-        return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="quarantined", quarantine_file=str(qf),
-                           reason=f"unreadable: {exc.strerror or exc}", seconds=time.perf_counter() - start)
+    except (OSError, StorageError) as exc:
+        reason = f"unreadable: {exc.strerror or exc}" if isinstance(exc, OSError) else f"unreadable: {exc}"
+        sha = hashlib.sha256(name.encode()).hexdigest()
+        qf = stage_quarantine(settings, Path(name), sha, reason)
+        return ParseResult(pdf_path=name, pdf_sha256=sha, status="quarantined", quarantine_file=str(qf),
+                           reason=reason, seconds=time.perf_counter() - start)
     staged = parsed_dir(settings, sha)
-    manifest = read_manifest(staged)
+    manifest = staged_manifest(settings, staged)
     if (manifest and manifest.get("parser_version") == parser_version(settings)
-            and manifest.get("pdf_path") == str(path) and paper_id in (None, manifest["paper_id"])):
-        return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="reused", paper_id=manifest["paper_id"],
+            and manifest.get("pdf_path") == name and paper_id in (None, manifest["paper_id"])):
+        return ParseResult(pdf_path=name, pdf_sha256=sha, status="reused", paper_id=manifest["paper_id"],
                            title=manifest.get("title"), num_pages=manifest["counts"]["pages"],
                            staged_dir=str(staged), download=download, seconds=time.perf_counter() - start)
     try:
         paper = parse_module.parse_pdf(path, settings, paper_id=paper_id)
     except UnparseablePDF as exc:
-        qf = stage_quarantine(settings, path, sha, exc.reason)
-        return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="quarantined", quarantine_file=str(qf),
+        qf = stage_quarantine(settings, Path(name), sha, exc.reason)
+        return ParseResult(pdf_path=name, pdf_sha256=sha, status="quarantined", quarantine_file=str(qf),
                            reason=exc.reason, seconds=time.perf_counter() - start)
     md = paper.metadata
+    md.pdf_path = name  # the found path or URL, not this host's cached copy
     md.airqa_paper_id = airqa_paper_id(md.title, md.conference_abbreviation, md.pub_year)
     staged = stage_parsed(paper, settings, parser_version(settings))
-    quarantine_path(settings, sha).unlink(missing_ok=True)
-    return ParseResult(pdf_path=str(path), pdf_sha256=sha, status="parsed", paper_id=paper.paper_id,
+    drop_quarantine(settings, sha)
+    return ParseResult(pdf_path=name, pdf_sha256=sha, status="parsed", paper_id=paper.paper_id,
                        title=paper.metadata.title, num_pages=len(paper.pages), staged_dir=str(staged),
                        download=download, seconds=time.perf_counter() - start)
 
@@ -191,14 +208,20 @@ def encode_stage(parsed: ParseResult | dict, settings: Settings) -> EncodeResult
     if parsed.status == "quarantined" or not parsed.staged_dir:
         return EncodeResult(pdf_sha256=parsed.pdf_sha256, status="skipped")
     tag = encoder_version(settings.dense_backend)
-    src = Path(parsed.staged_dir)
-    src_manifest = read_manifest(src) or {}
+    shared = storage(settings).shared
+    src = parsed_dir(settings, parsed.pdf_sha256) if shared else Path(parsed.staged_dir)
+    src_manifest = (staged_manifest(settings, src) if shared else read_manifest(src)) or {}
     out = vectors_dir(settings, parsed.pdf_sha256)
-    manifest = read_manifest(out)
+    manifest = staged_manifest(settings, out)
     if (manifest and manifest.get("encoder_version") == tag
             and manifest.get("parse_staged_at") == src_manifest.get("staged_at")):
         return EncodeResult(pdf_sha256=parsed.pdf_sha256, paper_id=parsed.paper_id, status="reused",
                             vectors_dir=str(out), points=manifest["points"], seconds=time.perf_counter() - start)
+    if shared:  # staged on another host (or re-staged since this host's copy): pull the storage's copy
+        if fetch_parsed(settings, parsed.pdf_sha256) is None:
+            raise StagingError(f"{storage(settings).url_of(storage(settings).key_of(src))}: the staged parse of "
+                               f"{parsed.pdf_path} is not in the shared storage")
+        src_manifest = read_manifest(src) or {}
     rows = {table: load_parsed_table(src, table) for table in TABLE_RECORDS}
     cells = encodable_cells(rows)
     sparse = [bm25_document_vector(c.text, k1=settings.bm25_k1, b=settings.bm25_b,
@@ -246,6 +269,7 @@ def encode_stage(parsed: ParseResult | dict, settings: Settings) -> EncodeResult
         "parse_staged_at": src_manifest.get("staged_at"), "points": points,
     })
     replace_dir_atomic(tmp, out)
+    storage(settings).push(out)
     return EncodeResult(pdf_sha256=parsed.pdf_sha256, paper_id=parsed.paper_id, status="encoded",
                         vectors_dir=str(out), points=points, seconds=time.perf_counter() - start)
 
@@ -254,8 +278,19 @@ def encode_stage(parsed: ParseResult | dict, settings: Settings) -> EncodeResult
 def materialize_stage(parsed: list[ParseResult | dict], settings: Settings) -> MaterializeReport:
     """Load this run's staged papers and quarantine records into DuckDB (the single writer)."""
     results = [ParseResult.model_validate(p) for p in parsed]
-    dirs = [Path(r.staged_dir) for r in results if r.staged_dir]
-    qfiles = [Path(r.quarantine_file) for r in results if r.quarantine_file and Path(r.quarantine_file).exists()]
+    if storage(settings).shared:  # staged by workers on other hosts: pull them into this home first
+        dirs = []
+        for r in results:
+            if r.staged_dir:
+                d = fetch_parsed(settings, r.pdf_sha256)
+                if d is None:
+                    raise StagingError(f"{r.pdf_path}: its staged parse is not in the shared storage "
+                                       f"{settings.storage_url}")
+                dirs.append(d)
+        qfiles = [q for r in results if r.quarantine_file and (q := fetch_quarantine(settings, r.pdf_sha256))]
+    else:
+        dirs = [Path(r.staged_dir) for r in results if r.staged_dir]
+        qfiles = [Path(r.quarantine_file) for r in results if r.quarantine_file and Path(r.quarantine_file).exists()]
     downloads = [r.download for r in results if r.download and r.staged_dir]
     return materialize(settings, dirs, qfiles, downloads)
 
@@ -267,13 +302,35 @@ class ParseItem(BaseModel):
     pdf_path: str
     paper_id: str | None = None
     download: dict | None = None
+    source: str | None = None
+    """The PDF's URL in the shared PDF store (workers on several hosts), read where ``pdf_path`` is not."""
 
 
-def parse_items(local_pdfs: list[str], downloads: list[dict]) -> list[dict]:
-    """The parse work list of a run: local PDFs plus successful downloads (as :class:`ParseItem` dicts)."""
+def input_items(pdfs: list[str], settings: Settings) -> list[dict]:
+    """Parse items (:class:`ParseItem` dicts) of found PDFs. With a shared storage each PDF is also
+    put in the content-addressed PDF store (``pdfs/sha256/<sha256>.pdf``, uploaded only when not
+    there yet) and its URL given as ``source``, so a parse task on a host that cannot see
+    ``pdf_path`` reads it from there. URLs are passed through (every host can fetch them).
+    Raises :class:`neusym.store.storage.StorageError` when the storage cannot be written."""
+    st = storage(settings)
+    items = []
+    for p in pdfs:
+        item = ParseItem(pdf_path=str(p))
+        if st.shared and not is_url(p):
+            key = f"pdfs/sha256/{sha256_file(Path(p))}.pdf"
+            if not st.exists(key):
+                st.put_file(Path(p), key)
+            item.source = st.url_of(key)
+        items.append(item.model_dump())
+    return items
+
+
+def parse_items(local_pdfs: list[str | dict], downloads: list[dict]) -> list[dict]:
+    """The parse work list of a run: local PDFs (paths, or :func:`input_items` dicts) plus successful
+    downloads (as :class:`ParseItem` dicts)."""
     from .crawl import DownloadResult, download_row
 
-    items = [ParseItem(pdf_path=p).model_dump() for p in local_pdfs]
+    items = [ParseItem.model_validate(p if isinstance(p, dict) else {"pdf_path": p}).model_dump() for p in local_pdfs]
     for d in downloads:
         d = DownloadResult.model_validate(d)
         row = download_row(d)
@@ -283,7 +340,8 @@ def parse_items(local_pdfs: list[str], downloads: list[dict]) -> list[dict]:
 
 
 def _parse_item(item: dict, settings: Settings) -> ParseResult:
-    return parse_stage(item["pdf_path"], settings, paper_id=item["paper_id"], download=item["download"])
+    return parse_stage(item["pdf_path"], settings, paper_id=item["paper_id"], download=item["download"],
+                       source=item.get("source"))
 
 
 def parse_and_encode(items: list[dict], settings: Settings,

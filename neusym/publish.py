@@ -144,8 +144,11 @@ def staged_vectors(settings: Settings, pdf_sha256: str | None, version_tag: str)
     staged or they were made by another encoder."""
     if not pdf_sha256:
         return {}
-    from .staging import vectors_dir
+    from .staging import fetch_vectors, vectors_dir
+    from .store.storage import storage
 
+    if storage(settings).shared:  # encoded on another host: pull them into this home first
+        fetch_vectors(settings, pdf_sha256)
     path = vectors_dir(settings, pdf_sha256) / "cells.parquet"
     if not path.is_file():
         return {}

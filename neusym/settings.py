@@ -148,6 +148,23 @@ class Settings(BaseSettings):
         description='API keys of `neusym serve` (JSON list in NEUSYM_API_KEYS, e.g. ["k1", "k2"]); when set, every '
         "endpoint but /healthz and the web page needs one as 'X-API-Key: KEY' or 'Authorization: Bearer KEY'. "
         "Empty = open (bind to 127.0.0.1).")
+    # -- cluster / storage ------------------------------------------------------------------------
+    storage_url: str | None = Field(
+        None,
+        description="Shared storage of staging, the content-addressed PDF store and the published corpus versions, "
+        "as an fsspec URL (file:///mnt/nfs/neusym, s3://bucket/neusym, gs://...; s3/gs need s3fs/gcsfs installed). "
+        "Unset = everything stays in NEUSYM_HOME (one machine). When set, NEUSYM_HOME is this host's local "
+        "working copy and cache (scratch, the writer's corpus.duckdb, synced versions).")
+    storage_poll_s: float = Field(
+        5.0, description="A reader checks the shared storage for a newer corpus version at most this often (seconds; "
+        "0 = on every open).")
+    writer_queue: str = Field("writer", description="Celery queue of the single-writer tasks (load_metadata, "
+                              "materialize, publish, enrichment apply); exactly one worker serves it.")
+    llm_pool: str = Field("neusym_llm", description="Airflow pool that caps concurrent LLM calls (summarize tasks).")
+    llm_pool_slots: int = Field(1, description="Slots of the LLM pool made by `make cluster-up` (1 for the offline "
+                                "model; more for an endpoint that serves requests in parallel).")
+    task_retries: int = Field(2, description="Airflow retries of a DAG task (a lost worker's task runs again).")
+    task_retry_delay_s: float = Field(10.0, description="Seconds between a failed task try and its retry.")
 
     @property
     def input_paths(self) -> list[Path]:

@@ -9,6 +9,11 @@ Parallel tasks (one per PDF) never touch ``corpus.duckdb`` or the vector store. 
 
 Each directory is written to a temporary sibling and renamed into place, so a reader sees either the
 complete previous result or the complete new one, never a half-written one.
+
+With ``NEUSYM_STORAGE_URL`` (workers on several hosts) every result is also pushed to the shared
+storage under the same relative key (:mod:`neusym.store.storage`), and a consumer on another host
+gets it with :func:`fetch_parsed` / :func:`fetch_vectors` / :func:`fetch_quarantine`, which pull
+it into its own ``$NEUSYM_HOME/staging`` first. Without it they just return the local path.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from pydantic import BaseModel
 from .errors import StagingError
 from .records import TABLE_RECORDS, ParsedPaper
 from .settings import Settings
+from .store.storage import storage
 
 
 def _arrow_type(annotation: Any) -> pa.DataType:
@@ -79,6 +85,26 @@ def vectors_dir(settings: Settings, pdf_sha256: str) -> Path:
     return settings.staging_dir / "vectors" / pdf_sha256
 
 
+def fetch_parsed(settings: Settings, pdf_sha256: str) -> Path | None:
+    """The local staging directory of a staged parse (pulled from the shared storage when it was
+    staged on another host), or None when it was never staged."""
+    path = parsed_dir(settings, pdf_sha256)
+    return path if storage(settings).pull_dir(path) else None
+
+
+def fetch_vectors(settings: Settings, pdf_sha256: str) -> Path | None:
+    """The local staging directory of a paper's staged vectors (pulled like :func:`fetch_parsed`),
+    or None when none were staged."""
+    path = vectors_dir(settings, pdf_sha256)
+    return path if storage(settings).pull_dir(path) else None
+
+
+def staged_manifest(settings: Settings, directory: Path) -> dict | None:
+    """The manifest of a staging directory: the local copy's, else the shared storage's (whichever
+    host staged it), without downloading the directory; None when it was never staged."""
+    return storage(settings).manifest(directory)
+
+
 def read_manifest(directory: Path) -> dict | None:
     """The ``manifest.json`` of a staging directory, or None when absent/unreadable."""
     try:
@@ -113,6 +139,7 @@ def stage_parsed(paper: ParsedPaper, settings: Settings, parser_version: str) ->
     }
     write_json_atomic(tmp / "manifest.json", manifest)
     replace_dir_atomic(tmp, final)
+    storage(settings).push(final)
     return final
 
 
@@ -142,4 +169,21 @@ def stage_quarantine(settings: Settings, pdf_path: Path, pdf_sha256: str, reason
             "quarantined_at": datetime.now(timezone.utc).replace(tzinfo=None).isoformat(),
         },
     )
+    storage(settings).push(path)
     return path
+
+
+def fetch_quarantine(settings: Settings, pdf_sha256: str) -> Path | None:
+    """The local quarantine record of a PDF (pulled from the shared storage when another host
+    wrote it), or None when there is none."""
+    path = quarantine_path(settings, pdf_sha256)
+    return path if storage(settings).pull_file(path) else None
+
+
+def drop_quarantine(settings: Settings, pdf_sha256: str) -> None:
+    """Remove a PDF's quarantine record here and in the shared storage (it parsed now)."""
+    path = quarantine_path(settings, pdf_sha256)
+    path.unlink(missing_ok=True)
+    st = storage(settings)
+    if st.shared:
+        st.delete(st.key_of(path))

@@ -25,6 +25,19 @@ lock, builds ``versions/.building-NNNNNN/`` from the writer's database and a cop
 version's shards, and only then renames it into place and switches ``current``. A crash at any
 point leaves the previous version serving; the next publish removes the leftovers. Versions older
 than the newest ``settings.versions_keep`` are deleted once no reader holds them.
+
+Hosts that share a storage (``NEUSYM_STORAGE_URL``, :mod:`neusym.store.storage`): the writer
+uploads each new version as one archive ``versions/vNNNNNN.tar.gz`` (GNU tar, sparse-aware: the
+shards' preallocated holes stay holes) plus ``versions/vNNNNNN.json`` *before* it switches its own
+``current``, and then replaces the small pointer object ``versions/current.json`` — the moment the
+version becomes current for every host. A reader on another host (:func:`sync_current`, run by
+:func:`current_version` at most every ``storage_poll_s`` seconds) downloads and checks the archive of
+a newer pointer, unpacks it into its own ``versions/`` and switches its local ``current`` with the
+same atomic rename, so its readers behave exactly as on the writer's host. The pointer only moves
+forward; a writer that finds a pointer newer than its own current version refuses to publish
+(another writer host is publishing to the same storage). Archives beyond ``versions_keep`` are
+deleted from the storage by the writer. :func:`restore_writer_database` gives a new writer host the
+current version's database as its ``corpus.duckdb``.
 """
 
 from __future__ import annotations
@@ -46,6 +59,7 @@ import duckdb
 from ..errors import NeusymError
 from ..settings import Settings
 from .db import holds_writer_lock, writer_lock
+from .storage import Storage, StorageError, storage
 from .vectors import ClientBackend, EdgeBackend, VectorBackend, VectorSchema, qdrant_client
 
 logger = logging.getLogger(__name__)
@@ -148,7 +162,14 @@ def _legacy_hint(settings: Settings) -> str:
 
 
 def current_version(settings: Settings) -> VersionInfo:
-    """The current version (``current`` resolved once). Raises :class:`NoCorpusVersion`."""
+    """The current version (``current`` resolved once; with a shared storage, first brought up to
+    date by :func:`sync_current`). Raises :class:`NoCorpusVersion`."""
+    if settings.storage_url:
+        sync_current(settings)
+    return _local_current(settings)
+
+
+def _local_current(settings: Settings) -> VersionInfo:
     link = current_link(settings)
     if not link.is_symlink() and not link.exists():
         raise NoCorpusVersion(f"no corpus version published in {settings.home}{_legacy_hint(settings)}")
@@ -449,9 +470,16 @@ class VersionBuilder:
             if leftover.is_symlink():
                 leftover.unlink(missing_ok=True)
         try:
-            self.previous = current_version(self.settings)
+            self.previous = _local_current(self.settings)
         except NoCorpusVersion:
             self.previous = None
+        pointer = remote_current(self.settings)
+        if pointer is not None and int(pointer.get("version", 0)) > (self.previous.number if self.previous else 0):
+            raise PublishError(
+                f"the shared storage {self.settings.storage_url} is at version {pointer.get('version')}, this writer "
+                f"({self.settings.home}) at {self.previous.number if self.previous else 'none'}: another writer host "
+                "publishes to the same storage (exactly one worker may serve the writer queue), or this host is new "
+                "and needs `python -m neusym.cluster restore-writer` first")
         for orphan in list_versions(self.settings):  # renamed into place by a publish that died before the switch
             if self.previous is None or orphan.number > self.previous.number:
                 _delete_version(self.settings, orphan)
@@ -539,10 +567,21 @@ class VersionBuilder:
         _fsync_dir(final.parent)
         self.path = final
         crash_point("renamed")
+        shared = storage(self.settings)
+        pointer = None
+        if shared.shared:  # upload before anyone can switch to it; on failure the previous version keeps serving
+            try:
+                pointer = _upload_version(shared, self.number, final, self.previous, full)
+            except BaseException:
+                shutil.rmtree(final, ignore_errors=True)
+                raise
         _switch_link(current_link(self.settings), final)
         _switch_link(snapshot_link(self.settings), final / "corpus.duckdb")
         self._committed = True
         crash_point("switched")
+        if pointer is not None:
+            shared.write_json(REMOTE_CURRENT, pointer)  # now current on every host
+            _prune_remote(shared, self.settings)
         if self.engine == "qdrant-client":
             _point_aliases(self.settings, names)
         full["timings"]["switch"] = round(time.perf_counter() - t0, 3)
@@ -618,7 +657,7 @@ def prune_versions(settings: Settings, keep: int | None = None) -> list[int]:
     keep = max(1, int(settings.versions_keep if keep is None else keep))
     versions = list_versions(settings)
     try:
-        current = current_version(settings).number
+        current = _local_current(settings).number
     except NoCorpusVersion:
         current = None
     deleted = []
@@ -654,6 +693,198 @@ def _delete_version(settings: Settings, v: VersionInfo) -> bool:
         os.close(fd)
 
 
+# ------------------------------------------------------------------------------ shared storage
+REMOTE_CURRENT = "versions/current.json"
+"""The pointer object naming the current version in the shared storage (written last)."""
+_last_sync: dict[tuple[str, str], float] = {}
+
+
+def _archive_key(number: int) -> str:
+    return f"versions/v{number:06d}.tar.gz"
+
+
+def remote_current(settings: Settings) -> dict | None:
+    """The shared storage's current-version pointer (``{"version", "archive", "sha256", "bytes",
+    "published_at", "parent"}``), or None when nothing was published there (or no storage is set)."""
+    st = storage(settings)
+    return st.read_json(REMOTE_CURRENT) if st.shared else None
+
+
+def _tar() -> str:
+    tar = shutil.which("tar")
+    if not tar:
+        raise StorageError("GNU tar is needed to pack and unpack corpus versions for the shared storage")
+    return tar
+
+
+def _upload_version(st: Storage, number: int, path: Path, previous: VersionInfo | None, manifest: dict) -> dict:
+    """Pack version ``path`` (sparse-aware gzip tar), upload it and its manifest; returns the
+    pointer to write. Raises :class:`PublishError` when another writer got ahead of this one."""
+    import hashlib
+    import subprocess
+
+    pointer = st.read_json(REMOTE_CURRENT)
+    if pointer is not None and int(pointer.get("version", 0)) >= number:
+        raise PublishError(f"{st.url_of(REMOTE_CURRENT)} already names version {pointer.get('version')} "
+                           f"(this writer's would be {number}): another writer host publishes to the same storage; "
+                           "exactly one worker may serve the writer queue")
+    scratch = st.home / ".scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    archive = scratch / f"v{number:06d}.{os.getpid()}.tar.gz"
+    try:
+        done = subprocess.run([_tar(), "--sparse", "--exclude", READERS_LOCK, "-czf", str(archive),
+                               "-C", str(path.parent), path.name], capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise PublishError(f"cannot pack {path} for the shared storage: {done.stderr.strip()[:300]}")
+        digest = hashlib.sha256()
+        with open(archive, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+        size = archive.stat().st_size
+        st.put_file(archive, _archive_key(number))
+    finally:
+        archive.unlink(missing_ok=True)
+    st.write_json(f"versions/v{number:06d}.json", manifest)
+    return {"version": number, "archive": _archive_key(number), "sha256": digest.hexdigest(), "bytes": size,
+            "parent": previous.number if previous else None, "published_at": manifest.get("created_at")}
+
+
+def _prune_remote(st: Storage, settings: Settings) -> None:
+    """Delete archives older than the newest ``versions_keep`` from the storage (never the current)."""
+    keep = max(1, int(settings.versions_keep))
+    numbers = sorted({int(m.group(1)) for k in st.list_keys("versions")
+                      if (m := re.match(r"^versions/v(\d{6})\.(tar\.gz|json)$", k))})
+    for n in numbers[:-keep]:
+        for key in (_archive_key(n), f"versions/v{n:06d}.json"):
+            try:
+                st.delete(key)
+            except StorageError as exc:
+                logger.warning("could not delete %s from the shared storage: %s", key, exc)
+
+
+def sync_current(settings: Settings, *, force: bool = False) -> int | None:
+    """Bring this home's ``current`` up to the shared storage's current version (no-op without a
+    storage, or when checked less than ``storage_poll_s`` ago unless ``force``).
+
+    Downloads the pointer's archive into scratch, checks its sha256, unpacks it into
+    ``versions/.syncing-*`` and renames it to ``versions/vNNNNNN``, then switches ``current`` and
+    ``corpus-snapshot.duckdb`` atomically and prunes old local versions (never one a reader holds).
+    Only moves forward: a home whose current version is as new (the writer's) is left alone. One
+    process of the host syncs at a time (``flock`` on ``$NEUSYM_HOME/.sync.lock``). Returns the
+    version that is current here afterwards (None when none). Raises :class:`StorageError` when
+    the storage cannot be read or an archive is damaged.
+    """
+    st = storage(settings)
+    if not st.shared:
+        return None
+    key = (str(st.home), st.url or "")
+    now = time.monotonic()
+    if not force and now - _last_sync.get(key, -1e18) < float(settings.storage_poll_s):
+        return None
+    _last_sync[key] = now
+    pointer = st.read_json(REMOTE_CURRENT)
+    local = _local_number(settings)
+    if pointer is None or (local is not None and local >= int(pointer["version"])):
+        return local
+    st.home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(st.home / ".sync.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        for _ in range(3):  # the writer may prune the archive we are about to fetch: read the pointer again
+            local = _local_number(settings)
+            if local is not None and local >= int(pointer["version"]):
+                return local
+            try:
+                _install(st, settings, pointer)
+                break
+            except FileNotFoundError:
+                pointer = st.read_json(REMOTE_CURRENT) or pointer
+        else:
+            raise StorageError(f"{st.url_of(REMOTE_CURRENT)}: the current version's archive keeps disappearing")
+        prune_versions(settings)
+        return int(pointer["version"])
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _local_number(settings: Settings) -> int | None:
+    try:
+        return _local_current(settings).number
+    except NoCorpusVersion:
+        return None
+
+
+def _install(st: Storage, settings: Settings, pointer: dict) -> None:
+    """Download, check and unpack the version named by ``pointer``; switch ``current`` to it.
+    Raises FileNotFoundError when the archive is gone from the storage."""
+    import hashlib
+    import subprocess
+
+    number = int(pointer["version"])
+    directory = versions_dir(settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"v{number:06d}"
+    if _read_manifest(final) is None:
+        scratch = st.home / ".scratch"
+        scratch.mkdir(parents=True, exist_ok=True)
+        archive = scratch / f"v{number:06d}.{os.getpid()}.tar.gz"
+        unpack = directory / f".syncing-{number:06d}-{os.getpid()}"
+        try:
+            if not st.get_file(pointer["archive"], archive):
+                raise FileNotFoundError(pointer["archive"])
+            digest = hashlib.sha256()
+            with open(archive, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    digest.update(block)
+            if digest.hexdigest() != pointer.get("sha256"):
+                raise StorageError(f"{st.url_of(pointer['archive'])}: checksum mismatch (damaged or replaced "
+                                   "while downloading)")
+            shutil.rmtree(unpack, ignore_errors=True)
+            unpack.mkdir()
+            done = subprocess.run([_tar(), "-xzf", str(archive), "-C", str(unpack)], capture_output=True, text=True,
+                                  check=False)
+            if done.returncode != 0 or _read_manifest(unpack / final.name) is None:
+                why = done.stderr.strip()[:300] if done.returncode else f"it holds no {final.name}/manifest.json"
+                raise StorageError(f"{st.url_of(pointer['archive'])}: cannot unpack version {number}: {why}")
+            if final.exists():  # an incomplete leftover
+                shutil.rmtree(final)
+            os.replace(unpack / final.name, final)
+            _fsync_dir(directory)
+        finally:
+            archive.unlink(missing_ok=True)
+            shutil.rmtree(unpack, ignore_errors=True)
+    _switch_link(current_link(settings), final)
+    _switch_link(snapshot_link(settings), final / "corpus.duckdb")
+
+
+def restore_writer_database(settings: Settings, *, force: bool = False) -> dict:
+    """Give a new writer host the shared storage's current version: sync it, then copy its
+    database to ``$NEUSYM_HOME/corpus.duckdb`` (checked, writable) so the next refresh goes on from
+    there (every table, crawl watermarks and the enrichment cache included). Refuses to replace an
+    existing writer database unless ``force``. Returns ``{"version", "db_path", "rows"}``. Raises
+    :class:`NoCorpusVersion` (nothing published in the storage), :class:`PublishError`,
+    ``ValueError`` (no storage configured, or a database exists).
+    """
+    if not settings.storage_url:
+        raise ValueError("NEUSYM_STORAGE_URL is not set: there is no shared storage to restore from")
+    target = Path(settings.db_path)
+    if target.exists() and not force:
+        raise ValueError(f"{target} exists; this host already has a writer database (use force to replace it)")
+    with writer_lock(settings):
+        sync_current(settings, force=True)
+        info = _local_current(settings)
+        tmp = target.with_name(f".{target.name}.restore-{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        try:
+            rows = copy_database(info.db_path, tmp)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+            Path(str(tmp) + ".wal").unlink(missing_ok=True)
+    return {"version": info.number, "db_path": str(target), "rows": rows}
+
+
 def writer_held(settings: Settings) -> bool:
     """Whether this process holds the writer lock of ``settings.home`` (publishing needs it)."""
     return holds_writer_lock(settings)
@@ -672,7 +903,10 @@ __all__ = [
     "list_versions",
     "open_version",
     "prune_versions",
+    "remote_current",
+    "restore_writer_database",
     "server_client",
     "snapshot_link",
+    "sync_current",
     "versions_dir",
 ]
