@@ -37,7 +37,7 @@ demo: install
 
 ## test: the whole suite, slow end-to-end tests included (what .ci/run runs)
 test: install browsers cluster-deps
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 test-fast: install
 	$(BIN)/python -m pytest -q -m "not slow"
