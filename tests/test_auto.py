@@ -65,6 +65,12 @@ def test_features_and_intents():
     assert parse_intent("Who is the last author of LongEval?").position == -1
     assert parse_intent("How many figures are in section 3 of the paper?").section_number == "3"
     assert parse_intent("What loss does SPECTER optimize?") is None
+    # a question that also asks for what no template answers is not symbolic (the venue alone would be half of it)
+    assert parse_intent("At which conference was LongEval published?").fields == ["venue"]
+    assert parse_intent("At which conference (abbreviation and year) was the LongEval paper published, and on "
+                        "which pages of the proceedings does it appear?") is None
+    assert parse_intent("Which authors of DecompX are affiliated with the University of Tehran?") is None
+    assert parse_intent("How many authors of PopQA contributed equally?") is None
     assert search_filters("Find the ACL 2023 paper on X", None) == {"venue": "acl", "year": 2023}
     assert search_filters("anything", ["iclr2024"]) == {"venue": "iclr", "year": 2024}
 

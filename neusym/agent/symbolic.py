@@ -52,6 +52,12 @@ _YEAR = re.compile(r"\b(?:which|what|in what|in which)\s+year\b|\bwhen\s+was\b.*
                    r"\bpublication\s+year\b|\byear\s+of\s+publication\b", re.I)
 _PAIR = re.compile(r"\b(year|venue|conference)\s+(?:and|&)\s+(?:the\s+)?(year|venue|conference)\b", re.I)
 _TITLE = re.compile(r"\b(?:what\s+is|what's|give|state)\s+(?:the\s+)?(?:full\s+|exact\s+|complete\s+)?title\b", re.I)
+_UNCOVERED = re.compile(
+    r"\b(?:which|what)\s+pages\b|\bpage\s+(?:range|numbers?)\s+(?:of|in)\s+the\s+proceedings\b|\baffiliat\w*|"
+    r"\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal\s+contribution\b|\bdoi\b|\bgrants?\b|\bfund(?:ed|ing)\b",
+    re.I)
+"""Parts of a question no template answers (proceedings pages, affiliations, e-mails, equal
+contribution, DOI, funding): such a question is not symbolic, even when it also asks for a venue."""
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
 
 
@@ -82,8 +88,11 @@ class SymbolicAnswer:
 
 
 def parse_intent(question: str) -> Intent | None:
-    """The symbolic intent of ``question``, or None when it is not a metadata/aggregate question."""
+    """The symbolic intent of ``question``, or None when it is not a metadata/aggregate question
+    or also asks for something no template answers (see ``_UNCOVERED``)."""
     q = " ".join(question.split())
+    if _UNCOVERED.search(q):
+        return None
     m = _COUNT.search(q) or _NUMBER_OF.search(q)
     if m:
         element = ELEMENT_WORDS[m.group(1).lower()]
