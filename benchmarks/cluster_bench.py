@@ -24,9 +24,7 @@ import argparse
 import json
 import os
 import platform
-import random
 import shutil
-import socket
 import sys
 import tempfile
 import time
@@ -38,19 +36,6 @@ sys.path.insert(0, str(REPO))
 SHARED = REPO.parent / "shared" / "corpus" / "pdfs"
 FANOUT = ("parse", "encode")
 WRITER = ("load_metadata", "materialize", "publish")
-
-
-def free_port_base(n: int = 8) -> int:
-    for _ in range(50):
-        base = random.randrange(20000, 40000)
-        try:
-            for p in range(base, base + n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no free loopback ports")
 
 
 def pages_of(paths: list[Path]) -> int:
@@ -145,6 +130,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cluster.json")
     args = ap.parse_args()
 
+    from neusym.cluster import Api, Node, free_port_base  # settings are read from the environment at Node()
+
     root = Path(tempfile.mkdtemp(prefix="neusym-cluster-bench-", dir="/tmp"))
     os.chmod(root, 0o755)
     os.environ.update({
@@ -152,7 +139,6 @@ def main() -> int:
         "NEUSYM_REFRESH_CRON": "", "NEUSYM_ENRICH_KINDS": "[]",
     })
     os.environ.pop("NEUSYM_STORAGE_URL", None)
-    from neusym.cluster import Api, Node
 
     corpora = [("samples", REPO / "samples" / "pdfs")]
     if SHARED.is_dir():

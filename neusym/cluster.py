@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -48,6 +49,21 @@ PORT_BASE_ENV = "NEUSYM_CLUSTER_PORT_BASE"
 DEFAULT_PORT_BASE = 58000
 PG_USER = "airflow"
 PG_DB = "airflow"
+
+
+def free_port_base(n: int = 8) -> int:
+    """A base port B in 20000-39999 with B .. B+n-1 all free on 127.0.0.1 now (for a cluster started
+    beside another one, e.g. in tests and benchmarks). Raises RuntimeError after 50 tries."""
+    for _ in range(50):
+        base = random.randrange(20000, 40000)
+        try:
+            for p in range(base, base + n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free loopback ports")
 
 
 class ClusterError(Exception):

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 import types
 import typing
@@ -35,7 +34,7 @@ from pydantic import BaseModel
 from .errors import StagingError
 from .records import TABLE_RECORDS, ParsedPaper
 from .settings import Settings
-from .store.storage import storage
+from .store.storage import replace_dir, storage
 
 
 def _arrow_type(annotation: Any) -> pa.DataType:
@@ -66,13 +65,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def replace_dir_atomic(tmp_dir: Path, final_dir: Path) -> None:
     """Move a fully written ``tmp_dir`` to ``final_dir``, replacing a previous version."""
     final_dir.parent.mkdir(parents=True, exist_ok=True)
-    old = None
-    if final_dir.exists():
-        old = final_dir.with_name(f".{final_dir.name}.old-{os.getpid()}")
-        os.replace(final_dir, old)
-    os.replace(tmp_dir, final_dir)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    replace_dir(tmp_dir, final_dir)
 
 
 def parsed_dir(settings: Settings, pdf_sha256: str) -> Path:

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import shutil
-import socket
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +22,7 @@ import duckdb
 import pytest
 import yaml
 
-from neusym.cluster import WORKERS, Api, Node, compose_target, definition
+from neusym.cluster import WORKERS, Api, Node, compose_target, definition, free_port_base
 from neusym.settings import Settings
 from neusym.store.versions import current_version, open_version
 
@@ -113,19 +111,6 @@ def test_the_local_cluster_is_the_same_definition_on_loopback(tmp_path):
 
 
 # ------------------------------------------------------------------------------------- the real run
-def _free_port_base(n: int = 8) -> int:
-    for _ in range(50):
-        base = random.randrange(20000, 40000)
-        try:
-            for p in range(base, base + n):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no free loopback ports")
-
-
 def _counts(db: Path) -> dict[str, int]:
     con = duckdb.connect(str(db), read_only=True)
     try:
@@ -144,7 +129,7 @@ def cluster(monkeypatch):
     llm.__enter__()
     for key, value in {
         "NEUSYM_HOME": str(root / "home"),
-        "NEUSYM_CLUSTER_PORT_BASE": str(_free_port_base()),
+        "NEUSYM_CLUSTER_PORT_BASE": str(free_port_base()),
         "NEUSYM_REFRESH_CRON": "",  # triggered runs only
         "NEUSYM_LLM_BASE_URL": llm.base_url, "NEUSYM_LLM_MODEL": "canned",
         "NEUSYM_ENRICH_KINDS": '["paper_tldr_tags"]', "NEUSYM_ENRICH_BUDGET_TOKENS": "3000",

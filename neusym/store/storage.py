@@ -265,7 +265,7 @@ class Storage:
                 if self.read_bytes(f"{key}/{MARKER}") != marker:
                     continue  # re-staged while we were downloading: start again
                 (tmp / MARKER).write_bytes(marker)
-                _replace_dir(tmp, path)
+                replace_dir(tmp, path)
                 return True
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -337,8 +337,9 @@ def _protocols(fs: Any) -> set[str]:
     return {proto} if isinstance(proto, str) else set(proto)
 
 
-def _replace_dir(tmp: Path, final: Path) -> None:
-    """Install the complete directory ``tmp`` as ``final`` (replacing an older copy) by renames."""
+def replace_dir(tmp: Path, final: Path) -> None:
+    """Install the complete directory ``tmp`` as ``final`` (replacing an older copy) by renames: a
+    reader sees the old or the new directory, never a half-written one."""
     old = None
     if final.exists():
         old = final.with_name(f".{final.name}.old-{os.getpid()}-{time.monotonic_ns()}")

@@ -20,6 +20,7 @@ for sparse BM25 vectors, MaxSim for multivectors.
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,37 +146,46 @@ class Record:
     vectors: dict
 
 
-class VectorBackend:
-    """Interface of one collection in one engine (see the module docstring)."""
+class VectorBackend(ABC):
+    """Interface of one collection in one engine (see the module docstring); an engine implements
+    every abstract method."""
 
     engine = "abstract"
     read_only = False
 
-    def exists(self) -> bool:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def exists(self) -> bool:
+        """See the module docstring."""
 
-    def create(self, schema: VectorSchema) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def create(self, schema: VectorSchema) -> None:
+        """See the module docstring."""
 
-    def upsert(self, points: Sequence[Point]) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def upsert(self, points: Sequence[Point]) -> None:
+        """See the module docstring."""
 
-    def delete(self, ids: Sequence[str]) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def delete(self, ids: Sequence[str]) -> None:
+        """See the module docstring."""
 
-    def query(self, requests: Sequence[QuerySpec]) -> list[list[Hit]]:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def query(self, requests: Sequence[QuerySpec]) -> list[list[Hit]]:
+        """See the module docstring."""
 
+    @abstractmethod
     def retrieve(self, ids: Sequence[str], *, payload: bool | list[str] = True,
-                 vectors: bool | list[str] = False) -> list[Record]:  # pragma: no cover - interface
-        raise NotImplementedError
+                 vectors: bool | list[str] = False) -> list[Record]:
+        """See the module docstring."""
 
-    def count(self, flt: Filter | None = None) -> int:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def count(self, flt: Filter | None = None) -> int:
+        """See the module docstring."""
 
+    @abstractmethod
     def scroll(self, flt: Filter | None = None, *, payload: bool | list[str] = True,
-               vectors: bool | list[str] = False, batch: int = 1024) -> Iterator[Record]:  # pragma: no cover
-        raise NotImplementedError
+               vectors: bool | list[str] = False, batch: int = 1024) -> Iterator[Record]:
+        """See the module docstring."""
 
     def flush(self) -> None:
         """Make every write durable."""
