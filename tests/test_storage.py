@@ -191,3 +191,12 @@ def test_without_a_storage_url_everything_stays_in_the_home(tmp_path):
     assert st.pull_dir(d)
     with pytest.raises(ValueError, match="NEUSYM_STORAGE_URL is not set"):
         restore_writer_database(Settings(home=tmp_path / "home"))
+
+
+def test_restoring_a_writer_from_an_empty_storage_names_the_storage(tmp_path):
+    from neusym.store.versions import NoCorpusVersion
+
+    url = (tmp_path / "shared").as_uri()
+    with pytest.raises(NoCorpusVersion, match=f"nothing is published in the shared storage {url}"):
+        restore_writer_database(host(tmp_path, "new-writer", url))
+    assert not (tmp_path / "new-writer" / "corpus.duckdb").exists()

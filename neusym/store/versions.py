@@ -871,6 +871,9 @@ def restore_writer_database(settings: Settings, *, force: bool = False) -> dict:
     target = Path(settings.db_path)
     if target.exists() and not force:
         raise ValueError(f"{target} exists; this host already has a writer database (use force to replace it)")
+    if remote_current(settings) is None:
+        raise NoCorpusVersion(f"nothing is published in the shared storage {settings.storage_url} yet: there is no "
+                              "version to restore from")
     with writer_lock(settings):
         sync_current(settings, force=True)
         info = _local_current(settings)
