@@ -51,6 +51,7 @@ WRITER = _settings.writer_queue  # the single-writer tasks: one worker serves th
     params={
         "paths": Param([], type="array", description="PDF files or folders; empty = NEUSYM_PDF_DIRS"),
         "sources": Param([], type="array", description="crawl specs; empty = NEUSYM_CRAWL_SOURCES"),
+        "force": Param(False, type="boolean", description="let a lower-quality PDF replace the stored copy of its paper"),
     },
     doc_md=__doc__,
 )
@@ -110,9 +111,10 @@ def corpus_refresh():
     def materialize(parsed: list[dict]) -> dict:
         from neusym.pipeline import materialize_stage
 
-        report = materialize_stage(list(parsed or []), Settings())
+        force = bool(get_current_context()["params"].get("force"))
+        report = materialize_stage(list(parsed or []), Settings(), force=force)
         return {"papers_loaded": report.papers_loaded, "quarantined": report.quarantined,
-                "row_counts": report.row_counts}
+                "held": report.held, "row_counts": report.row_counts}
 
     @task(outlets=[CORPUS_ASSET], trigger_rule="none_failed", queue=WRITER)
     def publish(encoded: list[dict]) -> dict:

@@ -27,8 +27,14 @@ def _settings() -> Settings:
 def ingest(
     paths: List[Path] = typer.Argument(..., help="PDF files or folders (searched recursively)."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+    force: bool = typer.Option(False, "--force", help="Let a PDF replace the stored copy of its paper even when "
+                               "it holds less content (by default such a copy is held in quarantine)."),
 ) -> None:
-    """Parse, load and encode PDFs into $NEUSYM_HOME (the same stages as the corpus_refresh DAG)."""
+    """Parse, load and encode PDFs into $NEUSYM_HOME (the same stages as the corpus_refresh DAG).
+
+    A damaged PDF is quarantined with its reason; a copy that would replace a stored paper with less
+    content, or add the same work a second time, is held (listed, kept in ``quarantine``)."""
+    from .pipeline import discover_pdfs
     from .pipeline import ingest as run_ingest
 
     settings = _settings()
@@ -43,7 +49,11 @@ def ingest(
     from .errors import NeusymError
 
     try:
-        report = run_ingest(paths, settings, on_event=progress)
+        if not discover_pdfs(paths):
+            where = ", ".join(str(p) for p in paths)
+            err.print(f"[red]error:[/red] no PDF files found in {where} (folders are searched recursively for *.pdf)")
+            raise typer.Exit(1)
+        report = run_ingest(paths, settings, on_event=progress, force=force)
     except FileNotFoundError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
@@ -65,8 +75,13 @@ def ingest(
     quarantined = [r for r in report.parsed if r.status == "quarantined"]
     for r in quarantined:
         err.print(f"[yellow]quarantined[/yellow] {r.pdf_path}: {r.reason}")
+    for h in report.held:
+        err.print(f"[yellow]held[/yellow] {h['pdf_path']}: {h['reason']}")
+    for d in report.same_files:
+        err.print(f"[dim]same file[/dim] {d['pdf_path']} = {d['same_as']} (parsed once)")
     console.print(
-        f"{len(report.parsed)} PDFs ({len(quarantined)} quarantined), {report.pages} pages in {total:.1f} s "
+        f"{len(report.parsed)} PDFs ({len(quarantined)} quarantined, {len(report.held)} held), "
+        f"{report.pages} pages in {total:.1f} s "
         f"= {report.pages / total if total else 0:.2f} pages/s; stages: "
         + ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
     )

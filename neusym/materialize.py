@@ -9,15 +9,17 @@ Readers see the result once :func:`neusym.publish.publish` has made it a corpus 
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
+from .admission import admit
 from .records import TABLE_RECORDS
 from .settings import Settings
 from .sqlfiles import materialize_files, read_sql
-from .staging import arrow_schema, read_manifest
+from .staging import arrow_schema
 from .store.db import writer
 from .views import create_views
 
@@ -31,6 +33,8 @@ class MaterializeReport:
     papers_loaded: int = 0
     quarantined: int = 0
     row_counts: dict[str, int] = field(default_factory=dict)
+    held: list[dict] = field(default_factory=list)
+    """Staged PDFs not loaded (:mod:`neusym.admission`): ``{pdf_path, pdf_sha256, paper_id, reason}``."""
 
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -60,24 +64,13 @@ def _duck_type(arrow_type) -> str:
     return {"string": "VARCHAR", "int64": "BIGINT", "double": "DOUBLE", "bool": "BOOLEAN"}[str(arrow_type)]
 
 
-def select_staged(parsed_dirs: list[Path]) -> list[Path]:
-    """One staged directory per paper_id (the most recently staged wins), in a stable order."""
-    by_paper: dict[str, tuple[str, Path]] = {}
-    for d in parsed_dirs:
-        m = read_manifest(d)
-        if m is None:
-            continue
-        prev = by_paper.get(m["paper_id"])
-        if prev is None or m["staged_at"] > prev[0]:
-            by_paper[m["paper_id"]] = (m["staged_at"], d)
-    return sorted(d for _, d in by_paper.values())
-
-
 def materialize(
     settings: Settings,
     parsed_dirs: list[Path],
     quarantine_files: list[Path],
     downloads: list[dict] | None = None,
+    *,
+    force: bool = False,
 ) -> MaterializeReport:
     """Load staged papers and quarantine records into ``settings.db_path`` in one transaction.
 
@@ -85,11 +78,16 @@ def materialize(
     ``quarantine_files``: JSON records written by :func:`neusym.staging.stage_quarantine`;
     ``downloads``: rows of the ``downloads`` table (download_url, ref_paper_id, pdf_sha256,
     pdf_path, bytes, fetched_at) for crawled PDFs parsed in this run. Papers not listed are left
-    untouched. Raises duckdb.Error (after rolling back) on failure and
+    untouched. Before loading, :func:`neusym.admission.admit` holds back staged parses that would
+    replace a stored paper with a copy that lost content (unless ``force``) or add a second paper
+    for the same work; they get a ``quarantine`` row with the reason and are listed in
+    ``report.held``. Raises duckdb.Error (after rolling back) on failure,
+    :class:`neusym.errors.StagingError` naming a staged file that cannot be read, and
     :class:`neusym.store.db.WriterBusyError` when another writer holds the home.
     """
-    dirs = select_staged(parsed_dirs)
     with writer(settings) as con:
+        admission = admit(con, parsed_dirs, force=force)
+        dirs = admission.load
         for table in PAPER_TABLES:
             files = [d / f"{table}.parquet" for d in dirs]
             if files:
@@ -100,6 +98,9 @@ def materialize(
             else:
                 _empty_view(con, table)
         records = [json.loads(Path(p).read_text(encoding="utf-8")) for p in quarantine_files]
+        now = datetime.now(timezone.utc).replace(tzinfo=None).isoformat()
+        records += [{"pdf_sha256": h.pdf_sha256, "pdf_path": h.pdf_path, "reason": h.reason, "quarantined_at": now}
+                    for h in admission.held]
         con.execute(
             "CREATE OR REPLACE TEMP TABLE staged_quarantine "
             "(pdf_sha256 VARCHAR, pdf_path VARCHAR, reason VARCHAR, quarantined_at VARCHAR)"
@@ -123,12 +124,18 @@ def materialize(
         try:
             for path in materialize_files():
                 con.execute(path.read_text(encoding="utf-8"))
+            if admission.fingerprints:
+                con.executemany(
+                    "INSERT OR REPLACE INTO paper_fingerprints VALUES (?::UUID, ?, ?, ?)",
+                    [[pid, sha, n, values] for pid, (sha, n, values) in admission.fingerprints.items()])
+            con.execute("DELETE FROM paper_fingerprints WHERE paper_id NOT IN (SELECT paper_id FROM metadata)")
             create_views(con)
             con.execute("COMMIT")
         except Exception:
             con.execute("ROLLBACK")
             raise
-        report = MaterializeReport(papers_loaded=len(dirs), quarantined=len(records), row_counts=row_counts(con))
+        report = MaterializeReport(papers_loaded=len(dirs), quarantined=len(records), row_counts=row_counts(con),
+                                   held=[vars(h) for h in admission.held])
     return report
 
 

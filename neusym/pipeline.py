@@ -109,6 +109,10 @@ class IngestReport(BaseModel):
     """Sum over PDFs of the parse and encode stages' own time (they overlap in ``parse+encode``)."""
     crawled: list = Field(default_factory=list)
     downloads: list[dict] = Field(default_factory=list)
+    held: list[dict] = Field(default_factory=list)
+    """PDFs parsed but not loaded (lower quality than the stored paper, or the same work as another)."""
+    same_files: list[dict] = Field(default_factory=list)
+    """Input files with the same bytes as another input (``{pdf_path, same_as}``), parsed once."""
 
 
 # --------------------------------------------------------------------------------- discover
@@ -275,8 +279,12 @@ def encode_stage(parsed: ParseResult | dict, settings: Settings) -> EncodeResult
 
 
 # ------------------------------------------------------------------------------ materialize
-def materialize_stage(parsed: list[ParseResult | dict], settings: Settings) -> MaterializeReport:
-    """Load this run's staged papers and quarantine records into DuckDB (the single writer)."""
+def materialize_stage(parsed: list[ParseResult | dict], settings: Settings, *, force: bool = False) -> MaterializeReport:
+    """Load this run's staged papers and quarantine records into DuckDB (the single writer).
+
+    Staged parses that would replace a stored paper with a copy that lost content, or add a second
+    paper for the same work, are held in quarantine (``report.held``; see :mod:`neusym.admission`);
+    ``force`` loads lower-quality copies anyway."""
     results = [ParseResult.model_validate(p) for p in parsed]
     if storage(settings).shared:  # staged by workers on other hosts: pull them into this home first
         dirs = []
@@ -292,7 +300,7 @@ def materialize_stage(parsed: list[ParseResult | dict], settings: Settings) -> M
         dirs = [Path(r.staged_dir) for r in results if r.staged_dir]
         qfiles = [Path(r.quarantine_file) for r in results if r.quarantine_file and Path(r.quarantine_file).exists()]
     downloads = [r.download for r in results if r.download and r.staged_dir]
-    return materialize(settings, dirs, qfiles, downloads)
+    return materialize(settings, dirs, qfiles, downloads, force=force)
 
 
 # ----------------------------------------------------------------------------------- ingest
@@ -306,14 +314,40 @@ class ParseItem(BaseModel):
     """The PDF's URL in the shared PDF store (workers on several hosts), read where ``pdf_path`` is not."""
 
 
+def unique_files(pdfs: list[str]) -> tuple[list[str], list[dict]]:
+    """Drop input files whose bytes equal an earlier one's (same sha256): ``(kept, same)`` where
+    ``same`` lists ``{"pdf_path", "same_as"}``. ``pdfs`` in order (the first path of a file is
+    kept). URLs and unreadable paths are kept as they are (the parse stage reports them)."""
+    kept: list[str] = []
+    same: list[dict] = []
+    first: dict[str, str] = {}
+    for p in pdfs:
+        if is_url(p):
+            kept.append(p)
+            continue
+        try:
+            sha = sha256_file(Path(p))
+        except OSError:
+            kept.append(p)
+            continue
+        if sha in first:
+            same.append({"pdf_path": str(p), "same_as": first[sha]})
+        else:
+            first[sha] = str(p)
+            kept.append(p)
+    return kept, same
+
+
 def input_items(pdfs: list[str], settings: Settings) -> list[dict]:
     """Parse items (:class:`ParseItem` dicts) of found PDFs. With a shared storage each PDF is also
     put in the content-addressed PDF store (``pdfs/sha256/<sha256>.pdf``, uploaded only when not
     there yet) and its URL given as ``source``, so a parse task on a host that cannot see
-    ``pdf_path`` reads it from there. URLs are passed through (every host can fetch them).
+    ``pdf_path`` reads it from there. URLs are passed through (every host can fetch them). A file
+    with the same bytes as an earlier one is parsed once (:func:`unique_files`).
     Raises :class:`neusym.store.storage.StorageError` when the storage cannot be written."""
     st = storage(settings)
     items = []
+    pdfs, _ = unique_files(pdfs)
     for p in pdfs:
         item = ParseItem(pdf_path=str(p))
         if st.shared and not is_url(p):
@@ -385,6 +419,7 @@ def ingest(
     *,
     crawl_specs: list[dict] | None = None,
     download: bool | None = None,
+    force: bool = False,
 ) -> IngestReport:
     """Run every stage in this process (what ``neusym ingest`` / ``neusym crawl`` do).
 
@@ -398,7 +433,7 @@ def ingest(
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    pdfs = discover_pdfs(paths)
+    pdfs, same_files = unique_files(discover_pdfs(paths))
     downloads: list[dict] = []
     crawled: list = []
     if crawl_specs:
@@ -419,7 +454,7 @@ def ingest(
     parsed, encoded = parse_and_encode(parse_items(pdfs, downloads), settings, on_event)
     timings["parse+encode"] = time.perf_counter() - t
     t = time.perf_counter()
-    mat = materialize_stage(parsed, settings)
+    mat = materialize_stage(parsed, settings, force=force)
     timings["materialize"] = time.perf_counter() - t
     t = time.perf_counter()
     pub = publish(settings)
@@ -427,5 +462,4 @@ def ingest(
     item_seconds = {"parse": round(sum(r.seconds for r in parsed), 3), "encode": round(sum(e.seconds for e in encoded), 3)}
     return IngestReport(parsed=parsed, encoded=encoded, row_counts=mat.row_counts, publish=pub,
                         pages=sum(r.num_pages for r in parsed), seconds=timings, item_seconds=item_seconds,
-                        crawled=crawled,
-                        downloads=downloads)
+                        crawled=crawled, downloads=downloads, held=mat.held, same_files=same_files)

@@ -198,11 +198,23 @@ CREATE TABLE IF NOT EXISTS quarantine (
     reason VARCHAR NOT NULL,
     quarantined_at TIMESTAMP NOT NULL
 );
-COMMENT ON TABLE quarantine IS 'PDFs that could not be parsed (corrupt, encrypted, no text layer), with the reason; they are retried on the next run.';
+COMMENT ON TABLE quarantine IS 'PDFs that were not loaded, with the reason: could not be parsed (corrupt, damaged, encrypted, no text layer, not a PDF), or held because they are a lower-quality copy of a stored paper or the same work as another paper. They are evaluated again on the next run.';
 COMMENT ON COLUMN quarantine.pdf_sha256 IS 'The sha256 hex digest of the PDF file bytes.';
 COMMENT ON COLUMN quarantine.pdf_path IS 'The path of the PDF file.';
-COMMENT ON COLUMN quarantine.reason IS 'Why the PDF could not be parsed.';
-COMMENT ON COLUMN quarantine.quarantined_at IS 'When the PDF was last found unparseable (UTC).';
+COMMENT ON COLUMN quarantine.reason IS 'Why the PDF was not loaded (what is damaged, or which stored paper it would have replaced or duplicated).';
+COMMENT ON COLUMN quarantine.quarantined_at IS 'When the PDF was last found unparseable or held (UTC).';
+
+CREATE TABLE IF NOT EXISTS paper_fingerprints (
+    paper_id UUID PRIMARY KEY,
+    pdf_sha256 VARCHAR,
+    shingles BIGINT NOT NULL,
+    minhash UBIGINT[] NOT NULL
+);
+COMMENT ON TABLE paper_fingerprints IS 'Text fingerprint of each parsed paper (MinHash of its word 5-shingles), used to recognise a new PDF that is the same work as a stored paper.';
+COMMENT ON COLUMN paper_fingerprints.paper_id IS 'Foreign key to metadata.paper_id.';
+COMMENT ON COLUMN paper_fingerprints.pdf_sha256 IS 'The sha256 of the PDF the fingerprint was computed from.';
+COMMENT ON COLUMN paper_fingerprints.shingles IS 'Number of distinct word 5-shingles in the text.';
+COMMENT ON COLUMN paper_fingerprints.minhash IS 'The 128 MinHash values (datasketch, seed 1, scheme affine32).';
 
 CREATE TABLE IF NOT EXISTS provenance (
     source VARCHAR NOT NULL,

@@ -7,6 +7,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from neusym.errors import StagingError
 from neusym.materialize import materialize
 from neusym.parse import parse_pdf
 from neusym.schema import database_schema_prompt
@@ -55,7 +56,7 @@ def test_a_failing_load_leaves_the_database_unchanged(tmp_path, papers):
     before = counts(settings.db_path, paper.paper_id)
     d_other = stage_parsed(other, settings, "t")
     (d_other / "chunks.parquet").write_bytes(b"PAR1 this is not parquet")  # corrupt one staged file
-    with pytest.raises(duckdb.Error):
+    with pytest.raises((duckdb.Error, StagingError), match="chunks"):
         materialize(settings, [parsed_dir(settings, paper.metadata.pdf_sha256), d_other], [])
     assert counts(settings.db_path, paper.paper_id) == before
     assert counts(settings.db_path, other.paper_id) == dict.fromkeys(before, 0)

@@ -415,7 +415,7 @@ def test_non_pdf_and_missing_files(tmp_path):
     junk.write_bytes(b"<html>not a pdf</html>")
     with pytest.raises(UnparseablePDF) as err:
         parse_pdf(junk, SETTINGS)
-    assert err.value.reason.startswith("corrupt:")
+    assert err.value.reason.startswith("not a PDF: an HTML page")
     with pytest.raises(UnparseablePDF) as err:
         parse_pdf(tmp_path / "missing.pdf", SETTINGS)
     assert err.value.reason.startswith("unreadable:")

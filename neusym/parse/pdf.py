@@ -260,19 +260,21 @@ def _short_reason(exc: BaseException) -> str:
 def open_pdf(path: Path) -> OpenedPDF:
     """Open and validate ``path``, extract the layout of every page.
 
-    Raises :class:`UnparseablePDF` with a short reason when the file is missing/unreadable, corrupt
-    or truncated, encrypted with a user password, has zero pages, or has no text layer (fewer than
-    :data:`MIN_TEXT_CHARS` non-space characters over all pages, e.g. a scan). No raw PyMuPDF
-    exception escapes for a bad file.
+    Raises :class:`UnparseablePDF` with a short reason when the file is missing/unreadable, empty,
+    not a PDF (an HTML page, another format), corrupt or truncated, encrypted with a user password,
+    has zero pages, has no text layer (fewer than :data:`MIN_TEXT_CHARS` non-space characters over
+    all pages, e.g. a scan), or is damaged in a way that loses content (:func:`integrity_problems`:
+    MuPDF could not read a page's content stream, a page lost its text after a repair, or the text
+    is mostly unmapped glyphs). No raw PyMuPDF exception escapes for a bad file.
     """
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise UnparseablePDF(path, f"unreadable: {exc.strerror or exc}") from exc
     sha256 = hashlib.sha256(data).hexdigest()
-    if not data.lstrip()[:5].startswith(b"%PDF"):
-        if b"%PDF-" not in data[:1024]:
-            raise UnparseablePDF(path, "corrupt: not a PDF file (no %PDF header)")
+    not_pdf = _not_a_pdf(data)
+    if not_pdf:
+        raise UnparseablePDF(path, not_pdf)
     try:
         # MuPDF records repairs of damaged files in its warnings store; start from an empty one
         pymupdf.TOOLS.mupdf_warnings(reset=True)
@@ -286,12 +288,19 @@ def open_pdf(path: Path) -> OpenedPDF:
         if _looks_truncated(data, warnings):
             raise UnparseablePDF(path, "corrupt: truncated file (no %%EOF, cannot find startxref)")
         if doc.page_count == 0:
-            raise UnparseablePDF(path, "corrupt: zero pages")
-        pages = [extract_page(doc[i], i + 1) for i in range(doc.page_count)]
+            raise UnparseablePDF(path, "corrupt: zero pages (MuPDF found no page: the page tree or the header is damaged)")
+        pages: list[PageLayout] = []
+        page_warnings: list[str] = []
+        for i in range(doc.page_count):
+            pages.append(extract_page(doc[i], i + 1))
+            page_warnings.append(pymupdf.TOOLS.mupdf_warnings(reset=True))
         chars = sum(len(re.sub(r"\s+", "", b.text)) for p in pages for b in p.blocks)
         if chars < MIN_TEXT_CHARS:
             plural = "s" if len(pages) != 1 else ""
             raise UnparseablePDF(path, f"no text layer: {chars} characters on {len(pages)} page{plural}")
+        damage = integrity_problems(pages, page_warnings, repaired="repair" in warnings)
+        if damage:
+            raise UnparseablePDF(path, "damaged: " + damage)
     except UnparseablePDF:
         doc.close()
         raise
@@ -299,6 +308,77 @@ def open_pdf(path: Path) -> OpenedPDF:
         doc.close()
         raise UnparseablePDF(path, f"corrupt: {_short_reason(exc)}") from exc
     return OpenedPDF(path=Path(path), sha256=sha256, doc=doc, pages=pages)
+
+
+def _not_a_pdf(data: bytes) -> str | None:
+    """Why ``data`` is not a PDF file at all (``None`` when it starts like one).
+
+    A PDF starts with ``%PDF-`` (some writers put a few bytes of junk first, so the marker is
+    accepted anywhere in the first KiB unless the file is plainly something else).
+    """
+    if not data:
+        return "empty file (0 bytes)"
+    head = data[:1024].lstrip()
+    low = head[:64].lower()
+    if low.startswith((b"<!doctype html", b"<html", b"<head", b"<?xml", b"<!--")) or b"<html" in head.lower():
+        kind = "an HTML page" if (b"html" in head.lower()) else "an XML/markup document"
+        return f"not a PDF: {kind} (e.g. a login or error page saved instead of the paper)"
+    if not head.startswith(b"%PDF") and b"%PDF-" not in data[:1024]:
+        if not data.strip(b"\x00"):
+            return f"empty file ({len(data)} zero bytes)"
+        return f"not a PDF: no %PDF- header (starts with {data[:8]!r})"
+    return None
+
+
+_DAMAGE = re.compile(
+    r"content stream|object is not a stream|zlib error|premature end of data|cannot load object|"
+    r"corrupt object stream|unknown keyword|read error|non-page object in page tree|"
+    r"syntax error in (?:array|dict)|cannot find \w+ resource|page may not be correct",
+    re.I,
+)
+"""MuPDF warnings (emitted while a page is interpreted) that mean part of the page could not be read."""
+
+_UNMAPPED = re.compile(r"[\ufffd\ue000-\uf8ff]")
+
+
+def integrity_problems(pages: list[PageLayout], page_warnings: list[str], *, repaired: bool) -> str | None:
+    """What is wrong with a PDF whose pages opened but may have lost content, or ``None`` if nothing.
+
+    ``pages``: the extracted layouts; ``page_warnings``: MuPDF's warnings emitted while each page
+    was extracted (same order); ``repaired``: MuPDF had to repair the file's cross-reference table
+    when opening it. Signals, each naming the pages (at most 5 listed):
+
+    - a page's content could not be read (:data:`_DAMAGE`: broken content or object streams,
+      missing resources, a broken page tree);
+    - a repaired file with a page that has no text while the paper's median page has 100+ words
+      (objects lost in the damaged region);
+    - more than 5% of all characters are unmapped glyphs (U+FFFD or private-use code points).
+
+    A file MuPDF repaired without losing anything passes.
+    """
+    damaged = []
+    for p, w in zip(pages, page_warnings):
+        m = _DAMAGE.search(w or "")
+        if m:
+            line = next((ln for ln in w.splitlines() if _DAMAGE.search(ln)), m.group(0))
+            damaged.append(f"page {p.number} ({' '.join(line.split())[:80]})")
+    problems = []
+    if damaged:
+        more = f" and {len(damaged) - 5} more" if len(damaged) > 5 else ""
+        problems.append("content MuPDF could not read on " + "; ".join(damaged[:5]) + more)
+    words = [len(p.text.split()) for p in pages]
+    median = sorted(words)[len(words) // 2] if words else 0
+    if repaired and median >= 100:
+        blank = [p.number for p, n in zip(pages, words) if n <= 3]
+        if blank:
+            problems.append(f"the repaired file has no text on page{'s' if len(blank) > 1 else ''} "
+                            f"{', '.join(map(str, blank[:10]))} (median page: {median} words)")
+    text = "".join(p.text for p in pages)
+    chars = len(re.sub(r"\s+", "", text))
+    unmapped = len(_UNMAPPED.findall(text))
+    if chars and unmapped / chars > 0.05:
+        problems.append(f"{unmapped / chars:.0%} of the text is unmapped glyphs (garbled font encoding)")
+    return "; ".join(problems) or None
 
 
 def _looks_truncated(data: bytes, warnings: str) -> bool:
