@@ -126,13 +126,16 @@ def _staged_text(d: Path) -> str:
 def _stored(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, tuple[str | None, str, Content]], dict]:
     """Stored parsed papers ``paper_id -> (pdf_sha256, title, Content)`` and their fingerprints."""
     rows = con.execute("""
-        SELECT m.paper_id::VARCHAR, m.pdf_sha256, m.title,
-               (SELECT count(*) FROM pages p WHERE p.ref_paper_id = m.paper_id),
-               (SELECT count(*) FROM chunks c WHERE c.ref_paper_id = m.paper_id),
-               (SELECT count(*) FROM sections s WHERE s.ref_paper_id = m.paper_id),
-               (SELECT count(*) FROM tables t WHERE t.ref_paper_id = m.paper_id),
-               (SELECT coalesce(sum(length(c.text_content)), 0) FROM chunks c WHERE c.ref_paper_id = m.paper_id)
-        FROM metadata m WHERE m.pdf_sha256 IS NOT NULL""").fetchall()
+        WITH pg AS (SELECT ref_paper_id, count(*) AS n FROM pages GROUP BY ALL),
+             ch AS (SELECT ref_paper_id, count(*) AS n, sum(length(text_content)) AS chars FROM chunks GROUP BY ALL),
+             se AS (SELECT ref_paper_id, count(*) AS n FROM sections GROUP BY ALL),
+             tb AS (SELECT ref_paper_id, count(*) AS n FROM tables GROUP BY ALL)
+        SELECT m.paper_id::VARCHAR, m.pdf_sha256, m.title, coalesce(pg.n, 0), coalesce(ch.n, 0),
+               coalesce(se.n, 0), coalesce(tb.n, 0), coalesce(ch.chars, 0)
+        FROM metadata m
+        LEFT JOIN pg ON pg.ref_paper_id = m.paper_id LEFT JOIN ch ON ch.ref_paper_id = m.paper_id
+        LEFT JOIN se ON se.ref_paper_id = m.paper_id LEFT JOIN tb ON tb.ref_paper_id = m.paper_id
+        WHERE m.pdf_sha256 IS NOT NULL""").fetchall()
     stored = {r[0]: (r[1], r[2] or "", Content(r[3], r[4], r[5], r[6], int(r[7]))) for r in rows}
     fps = {r[0]: (r[1], r[2], r[3]) for r in con.execute(
         "SELECT paper_id::VARCHAR, pdf_sha256, shingles, minhash FROM paper_fingerprints").fetchall()}
@@ -146,12 +149,15 @@ def _stored(con: duckdb.DuckDBPyConnection) -> tuple[dict[str, tuple[str | None,
     return stored, fps
 
 
-def admit(con: duckdb.DuckDBPyConnection, parsed_dirs: list[Path], *, force: bool = False) -> Admission:
+def admit(con: duckdb.DuckDBPyConnection, parsed_dirs: list[Path], *, force: bool = False,
+          new_versions: set[str] | frozenset[str] = frozenset()) -> Admission:
     """Decide which staged parses to load (see the module docstring); reads the stored papers through
     ``con`` (the writer's connection, schema created). ``parsed_dirs``: staging directories of this
     run (:func:`neusym.staging.stage_parsed`); unreadable ones are skipped. ``force``: load a staged
     parse even when it loses content against the stored copy of its paper (duplicates of another
-    paper are still held). Returns an :class:`Admission`; writes nothing. Raises
+    paper are still held). ``new_versions``: sha256 of PDFs the crawl downloaded as a new version of
+    a known paper (provenance decides those: a v2 may be shorter than v1), loaded like ``force``.
+    Returns an :class:`Admission`; writes nothing. Raises
     :class:`neusym.errors.StagingError` naming a staged chunks file that cannot be read.
     """
     stored, fps = _stored(con)
@@ -175,7 +181,7 @@ def admit(con: duckdb.DuckDBPyConnection, parsed_dirs: list[Path], *, force: boo
             minhashes[pid] = _minhash(values)
             lsh.insert(pid, minhashes[pid])
     out = Admission()
-    taken: dict[str, dict] = {}
+    taken: dict[str, tuple[dict, Content]] = {}
     for d, m, content, n, mh in staged:
         pid, sha, path = m["paper_id"], m.get("pdf_sha256"), str(m.get("pdf_path"))
 
@@ -183,25 +189,25 @@ def admit(con: duckdb.DuckDBPyConnection, parsed_dirs: list[Path], *, force: boo
             out.held.append(Held(pdf_sha256=sha, pdf_path=path, paper_id=pid, reason=reason))
 
         if pid in taken:
-            other = taken[pid]
+            other, other_content = taken[pid]
             if other.get("pdf_sha256") == sha:
                 continue  # the same bytes staged twice
-            hold(f"lower quality than {other.get('pdf_path')} of the same paper in this run "
-                 f"({content.describe()} vs more); that file is loaded")
+            hold(f"lower quality than {other.get('pdf_path')} of the same paper in this run, which is loaded "
+                 f"(this file: {content.describe()}; that file: {other_content.describe()})")
             continue
-        if pid in stored:
+        if pid in stored and not force and sha not in new_versions:
             stored_sha, title, old = stored[pid]
             losses = quality_losses(content, old)
-            if stored_sha != sha and losses and not force:
+            if stored_sha != sha and losses:
                 hold(f"lower quality than the stored version of paper {pid} ({title[:60]!r}): "
                      f"{', '.join(losses)}; the stored version is kept (--force replaces it)")
                 continue
             sim = mh.jaccard(minhashes[pid]) if pid in minhashes else 0.0
-            if stored_sha != sha and sim >= SAME_TEXT and content.chars <= old.chars and not force:
+            if stored_sha != sha and sim >= SAME_TEXT and content.chars <= old.chars:
                 hold(f"same text as the stored version of paper {pid} ({title[:60]!r}; text similarity "
                      f"{sim:.2f}, nothing gained); the stored file is kept (--force replaces it)")
                 continue
-        else:
+        elif pid not in stored:
             match = None
             for other_id in lsh.query(mh):
                 if other_id == pid:
@@ -212,11 +218,11 @@ def admit(con: duckdb.DuckDBPyConnection, parsed_dirs: list[Path], *, force: boo
             if match is not None:
                 other_id, sim = match
                 where = (f"stored paper {other_id} ({stored[other_id][1][:60]!r})" if other_id in stored
-                         else f"{taken[other_id].get('pdf_path')} (paper {other_id}) in this run")
+                         else f"{taken[other_id][0].get('pdf_path')} (paper {other_id}) in this run")
                 hold(f"same work as {where}: text similarity {sim:.2f}; attached to that paper, "
                      f"not added as a second one")
                 continue
-        taken[pid] = m
+        taken[pid] = (m, content)
         out.load.append(d)
         out.fingerprints[pid] = (sha, n, [int(v) for v in mh.hashvalues])
         if pid not in minhashes:

@@ -100,7 +100,12 @@ def crawl(
     download: bool = typer.Option(True, "--download/--no-download", help="Download and parse the PDFs."),
     as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
 ) -> None:
-    """Crawl a metadata source into $NEUSYM_HOME (same stages as the DAG), then download and parse new PDFs."""
+    """Crawl a metadata source into $NEUSYM_HOME (same stages as the DAG), then download and parse new PDFs.
+
+    A bad record (e.g. an Anthology paper without title) is skipped with a warning line naming its id
+    and the reason, and the rest is loaded (exit 0). Exit 1 when a crawl failed: the source could not
+    be read, every record was bad, or nothing was found (a folder without collection XML, a file
+    without papers)."""
     from .crawl import CrawlSpec
     from .pipeline import ingest as run_ingest
     from .sources.base import SourceError
@@ -135,10 +140,22 @@ def crawl(
         raise typer.Exit(1)
     if as_json:
         print(report.model_dump_json(indent=1))
+        if any(c.status == "failed" for c in report.crawled):
+            raise typer.Exit(1)
         return
+    from rich.markup import escape
+
     for c in report.crawled:
-        line = f"{c.source}: {c.status}, {c.papers} records ({c.watermark_key})"
-        err.print(line + (f" — [red]{c.error}[/red]" if c.error else ""))
+        line = escape(f"{c.source}: {c.status}, {c.papers} records ({c.watermark_key})")
+        if c.skipped_count:
+            line += f", {c.skipped_count} bad skipped"
+        err.print(line + (f" — [red]{escape(c.error)}[/red]" if c.error else ""), soft_wrap=True, highlight=False)
+        for r in c.skipped:
+            err.print(f"[yellow]warning:[/yellow] {escape(c.source)}: skipped record {escape(r.id)}: {escape(r.reason)}"
+                      + (f" ({escape(r.where)})" if r.where else ""), soft_wrap=True, highlight=False)
+        if c.skipped_count > len(c.skipped):
+            err.print(f"[yellow]warning:[/yellow] {c.source}: and {c.skipped_count - len(c.skipped)} more bad "
+                      "record(s) skipped", soft_wrap=True, highlight=False)
     failed = [d for d in report.downloads if d["status"] == "failed"]
     console.print(f"downloads: {len(report.downloads)} ({len(failed)} failed); parsed: "
                   f"{sum(r.status == 'parsed' for r in report.parsed)}; rows: " +

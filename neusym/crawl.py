@@ -5,6 +5,14 @@
 - ``crawl_stage`` reads the source's watermark (read-only), fetches what is newer, and stages the
   records as JSON under ``$NEUSYM_HOME/staging/crawl/``. A failing source is reported in its result
   (and later in ``crawl_state.last_error``); it does not fail the others.
+- Bad records never cost good ones: a record the source client cannot map (an Anthology paper
+  without ``<title>``, an arXiv entry without dates, an OpenReview note without title...) is skipped
+  and listed in the result (``skipped``, ``skipped_count``) while the rest loads; the crawl stays
+  "ok". Its id and reason go to ``crawl_state.last_error`` (``skipped N bad record(s): ...``; the
+  schema has no column of its own for them) and the watermark does not pass it (see
+  :func:`neusym.sources.base.watermark_before_skipped`), so the next run fetches it again. A crawl
+  whose every record is bad, or that finds nothing at all, fails. A failing file among several
+  (ACL) fails the crawl, but the papers of the other files are still loaded (watermark kept).
 - ``load_crawl_stage`` merges the records of all sources into papers (one ``paper_id`` per work:
   known provenance ids first, then DOI/arXiv/Anthology/OpenReview ids, then normalized title +
   first author), upserts ``metadata`` and ``provenance`` and advances each successful source's
@@ -85,8 +93,26 @@ class CrawlSpec(BaseModel):
         return f"{self.source}:{self.scope}"
 
 
+class SkippedRecord(BaseModel):
+    """One bad record a crawl skipped: its source id, why, and where it was read (file and line, query...)."""
+
+    id: str
+    reason: str
+    where: str = ""
+
+
+#: At most this many skipped records are listed in a :class:`CrawlResult` (``skipped_count`` has the total).
+MAX_SKIPPED_LISTED = 200
+
+
 class CrawlResult(BaseModel):
-    """Outcome of one source crawl (small: travels through XCom)."""
+    """Outcome of one source crawl (small: travels through XCom).
+
+    ``papers``: records staged for loading; ``skipped``: the bad records left out (the first
+    :data:`MAX_SKIPPED_LISTED`), ``skipped_count``: how many there were; ``error``: why the crawl
+    failed (``status == "failed"``), None when it is "ok" (skipped records alone do not fail it,
+    unless no record at all was good).
+    """
 
     source: SourceName
     watermark_key: str
@@ -96,7 +122,17 @@ class CrawlResult(BaseModel):
     watermark: datetime | None = None
     previous_watermark: datetime | None = None
     error: str | None = None
+    skipped: list[SkippedRecord] = Field(default_factory=list)
+    skipped_count: int = 0
     seconds: float = 0.0
+
+    def skipped_summary(self) -> str | None:
+        """``skipped N bad record(s): <id> (<reason>); ...`` (what ``crawl_state.last_error`` gets), None if none."""
+        if not self.skipped_count:
+            return None
+        listed = "; ".join(f"{r.id} ({r.reason})" for r in self.skipped)
+        more = self.skipped_count - len(self.skipped)
+        return f"skipped {self.skipped_count} bad record(s): {listed}" + (f"; and {more} more" if more > 0 else "")
 
 
 class DownloadJob(BaseModel):
@@ -155,9 +191,15 @@ def read_watermark(settings: Settings, key: str) -> datetime | None:
     return row[0].replace(tzinfo=timezone.utc)
 
 
-def fetch(spec: CrawlSpec, settings: Settings, since: datetime | None) -> tuple[list[SourcePaper], datetime | None]:
-    """Run the source client of ``spec`` with the connection settings; raises SourceError."""
-    common = dict(timeout=settings.source_timeout_s, num_retries=settings.source_retries)
+def fetch(spec: CrawlSpec, settings: Settings, since: datetime | None,
+          errors: list[SourceError] | None = None) -> tuple[list[SourcePaper], datetime | None]:
+    """Run the source client of ``spec`` with the connection settings; raises SourceError.
+
+    ``errors``: if a list, the client skips bad records (and, for ACL, failing files), appending a
+    :class:`SourceError` for each (``record_id`` set for a record), and returns the rest; the
+    watermark it returns never passes a skipped record. Without it the first bad record raises.
+    """
+    common = dict(timeout=settings.source_timeout_s, num_retries=settings.source_retries, errors=errors)
     if spec.source == "arxiv":
         from .sources.arxiv_source import build_arxiv_query, fetch_arxiv
 
@@ -185,24 +227,42 @@ def fetch(spec: CrawlSpec, settings: Settings, since: datetime | None) -> tuple[
 
 
 def crawl_stage(spec: CrawlSpec | dict, settings: Settings) -> CrawlResult:
-    """Fetch one source's new records and stage them as JSON; never raises for a source failure."""
+    """Fetch one source's new records and stage them as JSON; never raises for a source failure.
+
+    Bad records are skipped and listed in the result (``skipped``); the others are staged and the
+    crawl is "ok" with the source's watermark, which stays below the earliest skipped record
+    (:func:`neusym.sources.base.watermark_before_skipped`). The crawl is "failed" (watermark None:
+    not advanced; the records read are still staged) when the source fails as a whole, when a file
+    of several fails (ACL), or when records were found but every one of them was bad.
+    """
     spec = CrawlSpec.model_validate(spec)
     start = time.perf_counter()
     key = spec.watermark_key
     since = read_watermark(settings, key)
     papers: list[SourcePaper]
+    errors: list[SourceError] = []
     try:
-        papers, watermark = fetch(spec, settings, since)
+        papers, watermark = fetch(spec, settings, since, errors)
         status, error = "ok", None
     except SourceError as exc:
         papers, watermark, status, error = list(exc.partial or []), None, "failed", str(exc)
+    bad = [e for e in errors if e.record_id is not None]
+    failed_parts = [e for e in errors if e.record_id is None]  # whole files (ACL) that could not be read
+    if status == "ok" and failed_parts:
+        watermark, status, error = None, "failed", "; ".join(str(e) for e in failed_parts)
+    if status == "ok" and bad and not papers:
+        watermark, status = None, "failed"
+        error = f"{spec.source} {spec.scope}: all {len(bad)} record(s) found were bad, nothing loaded"
+    skipped = [SkippedRecord(id=e.record_id or "?", reason=e.reason, where=e.record) for e in bad]
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
     staged = settings.staging_dir / "crawl" / f"{spec.source}-{digest}.json"
     write_json_atomic(staged, {"watermark_key": key, "status": status, "error": error,
+                               "skipped": [r.model_dump() for r in skipped],
                                "papers": [p.model_dump(mode="json") for p in papers]})
     storage(settings).push(staged)  # load_metadata may run on another host (shared storage)
     return CrawlResult(source=spec.source, watermark_key=key, status=status, papers=len(papers),
                        staged_file=str(staged), watermark=watermark, previous_watermark=since, error=error,
+                       skipped=skipped[:MAX_SKIPPED_LISTED], skipped_count=len(skipped),
                        seconds=time.perf_counter() - start)
 
 
@@ -332,20 +392,25 @@ def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, d
         try:
             _bulk_upsert(con)
             for r in results:
+                skipped = r.skipped_summary()
                 if r.status == "ok":
+                    # skipped records are not an error of the crawl but must stay visible: the schema has
+                    # no column for them, so last_error carries "skipped N bad record(s): ..." (NULL if none)
                     con.execute(
-                        "INSERT INTO crawl_state VALUES (?, ?, ?, NULL, NULL) ON CONFLICT (watermark_key) DO UPDATE "
+                        "INSERT INTO crawl_state VALUES (?, ?, ?, ?, ?) ON CONFLICT (watermark_key) DO UPDATE "
                         "SET watermark = greatest(coalesce(crawl_state.watermark, excluded.watermark), "
                         "coalesce(excluded.watermark, crawl_state.watermark)), "
-                        "last_success_at = excluded.last_success_at, last_error = NULL, last_error_at = NULL",
-                        [r.watermark_key, r.watermark.astimezone(timezone.utc).replace(tzinfo=None) if r.watermark else None, now],
+                        "last_success_at = excluded.last_success_at, last_error = excluded.last_error, "
+                        "last_error_at = excluded.last_error_at",
+                        [r.watermark_key, r.watermark.astimezone(timezone.utc).replace(tzinfo=None) if r.watermark else None,
+                         now, skipped, now if skipped else None],
                     )
                     report.watermarks_advanced.append(r.watermark_key)
                 else:
                     con.execute(
                         "INSERT INTO crawl_state VALUES (?, NULL, NULL, ?, ?) ON CONFLICT (watermark_key) DO UPDATE "
                         "SET last_error = excluded.last_error, last_error_at = excluded.last_error_at",
-                        [r.watermark_key, r.error, now],
+                        [r.watermark_key, "; ".join(x for x in (r.error, skipped) if x), now],
                     )
             con.execute("COMMIT")
         except Exception:

@@ -71,6 +71,7 @@ def materialize(
     downloads: list[dict] | None = None,
     *,
     force: bool = False,
+    new_versions: set[str] | frozenset[str] = frozenset(),
 ) -> MaterializeReport:
     """Load staged papers and quarantine records into ``settings.db_path`` in one transaction.
 
@@ -81,12 +82,13 @@ def materialize(
     untouched. Before loading, :func:`neusym.admission.admit` holds back staged parses that would
     replace a stored paper with a copy that lost content (unless ``force``) or add a second paper
     for the same work; they get a ``quarantine`` row with the reason and are listed in
-    ``report.held``. Raises duckdb.Error (after rolling back) on failure,
+    ``report.held``; ``new_versions`` (sha256 of PDFs downloaded as a paper's new version) are exempt
+    from the quality comparison. Raises duckdb.Error (after rolling back) on failure,
     :class:`neusym.errors.StagingError` naming a staged file that cannot be read, and
     :class:`neusym.store.db.WriterBusyError` when another writer holds the home.
     """
     with writer(settings) as con:
-        admission = admit(con, parsed_dirs, force=force)
+        admission = admit(con, parsed_dirs, force=force, new_versions=new_versions)
         dirs = admission.load
         for table in PAPER_TABLES:
             files = [d / f"{table}.parquet" for d in dirs]

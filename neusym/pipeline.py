@@ -284,7 +284,8 @@ def materialize_stage(parsed: list[ParseResult | dict], settings: Settings, *, f
 
     Staged parses that would replace a stored paper with a copy that lost content, or add a second
     paper for the same work, are held in quarantine (``report.held``; see :mod:`neusym.admission`);
-    ``force`` loads lower-quality copies anyway."""
+    ``force`` loads lower-quality copies anyway; PDFs the crawl downloaded for a known paper (a new
+    version, decided by provenance) are not compared with the stored copy."""
     results = [ParseResult.model_validate(p) for p in parsed]
     if storage(settings).shared:  # staged by workers on other hosts: pull them into this home first
         dirs = []
@@ -300,7 +301,8 @@ def materialize_stage(parsed: list[ParseResult | dict], settings: Settings, *, f
         dirs = [Path(r.staged_dir) for r in results if r.staged_dir]
         qfiles = [Path(r.quarantine_file) for r in results if r.quarantine_file and Path(r.quarantine_file).exists()]
     downloads = [r.download for r in results if r.download and r.staged_dir]
-    return materialize(settings, dirs, qfiles, downloads, force=force)
+    new_versions = {r.pdf_sha256 for r in results if r.download and r.paper_id}
+    return materialize(settings, dirs, qfiles, downloads, force=force, new_versions=new_versions)
 
 
 # ----------------------------------------------------------------------------------- ingest

@@ -2,6 +2,11 @@
 
 Defence in depth, three layers, all of which must agree:
 
+0. Nesting: at most :data:`MAX_SQL_NESTING` levels of brackets (subqueries, parenthesised
+   expressions, function calls, lists), counted on the text outside strings, quoted identifiers and
+   comments; the checks below parse recursively, and a deeper query would end in a RecursionError
+   instead of a message. A query nested more deeply in other ways (long NOT chains, nested CASE)
+   that still exhausts the recursion limit is refused with the same kind of message.
 1. DuckDB's own parser (:func:`duckdb.extract_statements`): exactly one statement, of type SELECT
    (``DESCRIBE``/``SHOW``/``SUMMARIZE`` are SELECTs to DuckDB and are allowed).
 2. :mod:`sqlglot` (dialect ``duckdb``): the tree must be a query (SELECT, UNION/INTERSECT/EXCEPT,
@@ -112,6 +117,69 @@ _DENIED_NODES: dict[type, str] = {
 _FILE_LIKE = re.compile(r"[/\\:*?]|\.[A-Za-z0-9]{1,8}(\.gz|\.zst)?$")
 
 
+MAX_SQL_NESTING = 32
+"""Deepest bracket nesting (``(``, ``[``, ``{``) a query may have; real queries stay far below it."""
+
+
+def sql_nesting_depth(text: str) -> tuple[int, int]:
+    """(deepest bracket nesting, character offset where it is first reached) of SQL text.
+
+    Brackets are ``(``, ``[`` and ``{``; those inside '...' strings (``''`` escapes, ``E'...'`` with
+    backslash escapes), "..." identifiers, $tag$...$tag$ strings, ``--`` and ``/* */`` comments do
+    not count. An unmatched closing bracket is ignored (the parsers report it). Linear time, no
+    recursion.
+    """
+    depth = deepest = where = 0
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "-" and text.startswith("--", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end + 1
+            continue
+        if c == "/" and text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            continue
+        if c in "'\"":
+            backslash = c == "'" and i > 0 and text[i - 1] in "eE" and (i < 2 or not (text[i - 2].isalnum() or text[i - 2] == "_"))
+            i += 1
+            while i < n:
+                if backslash and text[i] == "\\":
+                    i += 2
+                    continue
+                if text[i] == c:
+                    if i + 1 < n and text[i + 1] == c:  # doubled quote: an escaped quote
+                        i += 2
+                        continue
+                    break
+                i += 1
+            i += 1
+            continue
+        if c == "$":
+            match = _DOLLAR_TAG.match(text, i)
+            if match:
+                end = text.find(match.group(0), match.end())
+                i = n if end < 0 else end + len(match.group(0))
+                continue
+        if c in "([{":
+            depth += 1
+            if depth > deepest:
+                deepest, where = depth, i
+        elif c in ")]}":
+            depth = max(0, depth - 1)
+        i += 1
+    return deepest, where
+
+
+_DOLLAR_TAG = re.compile(r"\$[A-Za-z_]*\$")
+
+
+def _too_deep(detail: str) -> UnsafeSQLError:
+    return UnsafeSQLError(f"refused: SQL nested too deeply ({detail}); flatten the query, e.g. with WITH "
+                          "(common table expressions) or joins instead of nested subqueries")
+
+
 def _function_names(node: exp.Func) -> set[str]:
     names: set[str] = set()
     if isinstance(node, exp.Anonymous):
@@ -131,8 +199,9 @@ def check_readonly_sql(sql: str) -> str:
     """Validate that ``sql`` is exactly one read-only query; return it without the trailing ``;``.
 
     Raises :class:`UnsafeSQLError` naming what was refused (statement type, node, function or file
-    path) and :class:`SQLError` for text DuckDB cannot parse at all. Never opens the corpus: it
-    parses on a private in-memory DuckDB connection without file access, then with sqlglot.
+    path, nesting deeper than :data:`MAX_SQL_NESTING` levels: "SQL nested too deeply (more than 32
+    levels ...)") and :class:`SQLError` for text DuckDB cannot parse at all. Never opens the corpus:
+    it parses on a private in-memory DuckDB connection without file access, then with sqlglot.
     """
     if not isinstance(sql, str) or not sql.strip():
         raise UnsafeSQLError("refused: the SQL text is empty; give one SELECT query")
@@ -141,6 +210,19 @@ def check_readonly_sql(sql: str) -> str:
         text = text[:-1].rstrip()
     if not text:
         raise UnsafeSQLError("refused: the SQL text is empty; give one SELECT query")
+    # Layer 0: nesting depth, before anything parses recursively
+    deepest, where = sql_nesting_depth(text)
+    if deepest > MAX_SQL_NESTING:
+        raise _too_deep(f"more than {MAX_SQL_NESTING} levels of parentheses/subqueries: {deepest} levels, "
+                        f"the deepest at character {where + 1}")
+    try:
+        return _check_parsed(text)
+    except RecursionError:
+        raise _too_deep("more than the checker can follow, e.g. long chains of NOT or nested CASE") from None
+
+
+def _check_parsed(text: str) -> str:
+    """Layers 1 and 2 of :func:`check_readonly_sql` on stripped, non-empty text (may raise RecursionError)."""
     # Layer 1: DuckDB's own parser decides what a statement is. Parsing IMPORT DATABASE reads files,
     # so parse on a private in-memory connection that has file access disabled.
     if _IMPORT_RE.match(_strip_leading_comments(text)):

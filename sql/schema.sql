@@ -254,7 +254,7 @@ COMMENT ON TABLE crawl_state IS 'Incremental crawl watermarks, one per source an
 COMMENT ON COLUMN crawl_state.watermark_key IS 'source:scope, e.g. arxiv:(cat:cs.CL) or openreview:ICLR.cc/2024/Conference or acl:2024.acl.';
 COMMENT ON COLUMN crawl_state.watermark IS 'The latest submitted/updated time (UTC) covered by committed records; the next crawl asks only for newer ones.';
 COMMENT ON COLUMN crawl_state.last_success_at IS 'When this crawl last completed (UTC).';
-COMMENT ON COLUMN crawl_state.last_error IS 'The error of the last failed crawl, NULL after a success.';
+COMMENT ON COLUMN crawl_state.last_error IS 'The error of the last failed crawl; after a successful crawl that skipped bad records, "skipped N bad record(s): <id> (<reason>); ..."; NULL after a clean success.';
 COMMENT ON COLUMN crawl_state.last_error_at IS 'When the last failure happened (UTC).';
 
 CREATE TABLE IF NOT EXISTS downloads (

@@ -9,6 +9,8 @@ about the pipeline mechanics — ids, downloads, idempotency — not about conte
 from __future__ import annotations
 
 import hashlib
+import json
+import re
 import threading
 import uuid
 import xml.etree.ElementTree as ET
@@ -292,3 +294,64 @@ def test_new_arxiv_version_reparses_that_paper_only(tmp_path, server):
     # the other paper's rows are untouched
     assert fetch_all(settings.db_path, "SELECT * FROM chunks WHERE ref_paper_id <> ? ORDER BY chunk_id",
                      [arxiv_pid]) == other_before
+
+
+# -- bad input through `neusym crawl acl` ------------------------------------------------------------------
+
+
+def _crawl_cli(home: Path, monkeypatch, *args: str):
+    from typer.testing import CliRunner
+
+    from neusym.cli import app
+
+    monkeypatch.setenv("NEUSYM_HOME", str(home))
+    monkeypatch.setenv("COLUMNS", "400")  # rich wraps at 80 columns when not on a terminal
+    return CliRunner().invoke(app, ["crawl", "acl", *args, "--no-download"])
+
+
+def test_cli_crawl_skips_a_paper_without_title_and_loads_the_rest(tmp_path, monkeypatch):
+    from .test_sources import acl_dates, without_title
+
+    bad_id = "2024.acl-long.5"
+    xml = tmp_path / "xml" / "2024.acl.xml"
+    xml.parent.mkdir()
+    xml.write_bytes(without_title(ACL_XML.read_bytes(), bad_id))
+    expected = {aid for aid, _ in xml_papers()} - {bad_id}
+    assert len(expected) == 1030
+    out = _crawl_cli(tmp_path / "home", monkeypatch, str(xml))
+    assert out.exit_code == 0, out.output
+    assert "acl: ok, 1030 records (acl:2024.acl.xml), 1 bad skipped" in out.stderr
+    warnings = [line for line in out.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: acl: skipped record {bad_id}: record missing title ({xml} paper {bad_id} (line 88))"]
+    db = Settings(home=tmp_path / "home").db_path
+    assert {r[0] for r in fetch_all(db, "SELECT anthology_id FROM provenance")} == expected
+    assert fetch_all(db, "SELECT count(*) FROM metadata WHERE title ILIKE 'GenTranslate%'") == [(0,)]
+    (key, watermark, success, error, error_at), = fetch_all(db, "SELECT * FROM crawl_state")
+    assert (key, error) == ("acl:2024.acl.xml", f"skipped 1 bad record(s): {bad_id} (record missing title)")
+    assert success is not None and error_at == success
+    dates = acl_dates()  # the watermark stays below the skipped paper's date
+    assert watermark == max(d for aid, d in dates.items() if d < dates[bad_id]).replace(tzinfo=None)
+
+
+@pytest.mark.parametrize("case", ["folder without xml", "collection without papers", "volume matching nothing"])
+def test_cli_crawl_acl_that_finds_nothing_fails(tmp_path, monkeypatch, case):
+    args: list[str]
+    if case == "folder without xml":
+        target = tmp_path / "data"
+        target.mkdir()
+        (target / "README.md").write_text("no collection files here\n")
+        args, message = [str(target)], f"acl {target}: nothing found: no collection XML files (*.xml)"
+    elif case == "collection without papers":
+        # the real collection with its volumes' <meta> and frontmatter, every paper removed
+        target = tmp_path / "2024.acl.xml"
+        text = ACL_XML.read_text(encoding="utf-8")
+        target.write_text(re.sub(r'\s*<paper id="[1-9][^"]*"[^>]*>.*?</paper>', "", text, flags=re.S), encoding="utf-8")
+        args, message = [str(target)], f"acl {target}: nothing found: no papers in 1 collection file(s)"
+    else:
+        target = ACL_XML
+        args, message = [str(target), "--volume", "keynotes"], f"acl {target}: nothing found: no papers in volumes keynotes"
+    out = _crawl_cli(tmp_path / "home", monkeypatch, *args)
+    assert out.exit_code == 1, out.output
+    assert message in out.stderr and "acl: failed, 0 records" in out.stderr, out.stderr
+    as_json = _crawl_cli(tmp_path / "home", monkeypatch, *args, "--json")
+    assert as_json.exit_code == 1 and message in json.loads(as_json.stdout)["crawled"][0]["error"]

@@ -746,3 +746,149 @@ def test_source_error_message():
     err = SourceError("acl", "2024.acl.xml", "truncated or ill-formed XML at line 3")
     assert str(err) == "acl 2024.acl.xml: truncated or ill-formed XML at line 3"
     assert (err.source, err.record, err.partial) == ("acl", "2024.acl.xml", [])
+
+
+# -- bad records among good ones: skipped, reported, and the watermark never passes them ------------------------
+
+
+def without_title(xml: bytes, anthology_id: str) -> bytes:
+    """CONSTRUCTED: a collection XML with the ``<title>`` of one paper removed, every other byte kept."""
+    text = xml.decode("utf-8")
+    for match in re.finditer(r'<paper id="[^"]+"[^>]*>.*?</paper>', text, re.S):
+        if f">{anthology_id}</url>" in match.group(0):
+            block = re.sub(r"\s*<title>.*?</title>", "", match.group(0), count=1, flags=re.S)
+            assert block != match.group(0)
+            return (text[:match.start()] + block + text[match.end():]).encode("utf-8")
+    raise AssertionError(f"{anthology_id} is not in the collection")
+
+
+def acl_dates(xml: Path = ACL_XML) -> dict[str, datetime]:
+    """Anthology id -> latest ingest/revision/erratum date, read independently with ElementTree."""
+    out = {}
+    root = ET.parse(xml).getroot()
+    for vol in root.iter("volume"):
+        for paper in vol.iter("paper"):
+            if paper.get("id") == "0":
+                continue
+            dates = [vol.get("ingest-date"), paper.get("ingest-date")]
+            dates += [r.get("date") for r in paper.iter("revision")] + [e.get("date") for e in paper.iter("erratum")]
+            out[paper.find("url").text] = datetime.strptime(max(d for d in dates if d), "%Y-%m-%d").replace(tzinfo=UTC)
+    return out
+
+
+def test_acl_paper_without_title_is_skipped_and_the_watermark_stays_below_it(tmp_path):
+    bad_id = "2024.acl-long.5"
+    dates = acl_dates()
+    bad = tmp_path / "2024.acl.xml"
+    bad.write_bytes(without_title(ACL_XML.read_bytes(), bad_id))
+    with pytest.raises(SourceError) as err:  # without an errors list the first bad record raises, as before
+        fetch_acl(bad)
+    assert bad_id in str(err.value) and "record missing title" in str(err.value)
+    errors: list[SourceError] = []
+    papers, wm = fetch_acl(bad, errors=errors)
+    assert {p.external_id for p in papers} == set(dates) - {bad_id} and len(papers) == 1030
+    assert [(e.record_id, e.reason, e.updated) for e in errors] == [(bad_id, "record missing title", dates[bad_id])]
+    assert f"{bad} paper {bad_id} (line 88)" in str(errors[0])
+    # the other papers reach later dates (revisions), but the watermark stays below the skipped paper's date
+    assert max(dates.values()) > dates[bad_id]
+    assert wm == max(d for aid, d in dates.items() if aid != bad_id and d < dates[bad_id])
+    # so once the Anthology fixes the record, a crawl from that watermark gets it
+    fixed, _ = fetch_acl(ACL_XML, since=wm)
+    assert bad_id in {p.external_id for p in fixed}
+    later, _ = fetch_acl(ACL_XML, since=max(d for aid, d in dates.items() if aid != bad_id))
+    assert bad_id not in {p.external_id for p in later}  # (what an uncapped watermark would have lost)
+
+
+def test_acl_nothing_found_is_an_error(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SourceError, match="nothing found: no collection XML files") as err:
+        fetch_acl(empty, errors=[])
+    assert str(empty) in str(err.value)
+    # a real collection with its volumes' <meta> and frontmatter but every paper removed
+    text = ACL_XML.read_text(encoding="utf-8")
+    no_papers = tmp_path / "2024.acl.xml"
+    no_papers.write_text(re.sub(r'\s*<paper id="[1-9][^"]*"[^>]*>.*?</paper>', "", text, flags=re.S), encoding="utf-8")
+    with pytest.raises(SourceError, match=r"nothing found: no papers in 1 collection file\(s\)") as err:
+        fetch_acl(no_papers, errors=[])
+    assert str(no_papers) in str(err.value)
+    with pytest.raises(SourceError, match=r"nothing found: no papers in volumes nope in 1 collection file"):
+        fetch_acl(ACL_XML, volumes={"nope"})
+    # found but all older than the watermark is not "nothing found": an incremental run with nothing new
+    assert fetch_acl(ACL_XML, since=max(acl_dates().values())) == ([], max(acl_dates().values()))
+
+
+def test_arxiv_entry_without_title_is_skipped_by_the_crawl(arxiv_server, tmp_path):
+    from neusym.crawl import crawl_stage, load_crawl_stage
+    from neusym.settings import Settings
+
+    # CONSTRUCTED from the real "testing" feed (10 entries): the <title> of its 3rd entry removed
+    real = _body(("testing", "", "0", "10"))
+    entries = re.findall(r"<entry>.*?</entry>", real, re.S)
+    bad_entry = entries[2]
+    bad_id = re.search(r"<id>http://arxiv.org/abs/([^<]+)</id>", bad_entry).group(1)
+    feed = real.replace(bad_entry, re.sub(r"\s*<title>.*?</title>", "", bad_entry, flags=re.S))
+    arxiv_server.extra[("(testing)", "", "0", "10")] = feed  # the crawl asks build_arxiv_query([], "testing")
+    updated = {re.search(r"<id>http://arxiv.org/abs/([^<]+)</id>", e).group(1):
+               datetime.fromisoformat(re.search(r"<updated>([^<]+)</updated>", e).group(1).replace("Z", "+00:00"))
+               for e in entries}
+    assert len(updated) == 10
+    settings = Settings(home=tmp_path / "home", arxiv_api_url=arxiv_server.api, arxiv_delay_s=0, source_retries=0,
+                        arxiv_page_size=10)
+    result = crawl_stage({"source": "arxiv", "query": "testing", "max_results": 10}, settings)
+    assert (result.status, result.papers, result.error) == ("ok", 9, None)
+    assert [(r.id, r.reason) for r in result.skipped] == [(bad_id, "record missing title")] and result.skipped_count == 1
+    assert result.watermark == max(d for i, d in updated.items() if d < updated[bad_id])
+    staged = json.loads(Path(result.staged_file).read_text())
+    assert sorted(p["external_id"] + p["version"] for p in staged["papers"]) == sorted(set(updated) - {bad_id})
+    load_crawl_stage([result], settings, download=False)
+    import duckdb
+
+    con = duckdb.connect(str(settings.db_path), read_only=True)
+    try:
+        assert con.execute("SELECT count(*) FROM provenance").fetchone()[0] == 9
+        state = con.execute("SELECT watermark, last_success_at IS NOT NULL, last_error FROM crawl_state").fetchall()
+    finally:
+        con.close()
+    assert state == [(result.watermark.replace(tzinfo=None), True, f"skipped 1 bad record(s): {bad_id} (record missing title)")]
+
+
+def test_openreview_bad_note_is_skipped_and_fetched_again_once_fixed(or_server):
+    accepted = sorted((n for n in NOTES_2025 if n["content"]["venueid"]["value"] == ICLR25), key=lambda n: n["id"])
+    bad = accepted[3]
+    route = or_server.route
+    broken = {"on": True}
+
+    def without_bad_title(method, path, q, body, headers):
+        reply = route(method, path, q, body, headers)
+        if path == "/notes" and broken["on"]:
+            data = json.loads(reply.body)
+            for note in data["notes"]:
+                if note["id"] == bad["id"]:
+                    del note["content"]["title"]  # CONSTRUCTED: one real note without its title
+            reply = Reply(200, json.dumps(data), {"Content-Type": "application/json"})
+        return reply
+
+    or_server.route = without_bad_title
+    errors: list[SourceError] = []
+    papers, wm = fetch_openreview(ICLR25, baseurl=or_server.url, errors=errors)
+    tmdate = {n["id"]: datetime.fromtimestamp(n["tmdate"] / 1000, tz=UTC) for n in accepted}
+    assert sorted(p.external_id for p in papers) == sorted(set(tmdate) - {bad["id"]})
+    assert [(e.record_id, e.reason, e.updated) for e in errors] == [(bad["id"], "record missing title", tmdate[bad["id"]])]
+    assert max(tmdate.values()) > tmdate[bad["id"]]
+    assert wm == max(d for d in tmdate.values() if d < tmdate[bad["id"]])
+    broken["on"] = False  # the note is fixed upstream; the next incremental run picks it up
+    again, _ = fetch_openreview(ICLR25, since=wm, baseurl=or_server.url)
+    assert bad["id"] in {p.external_id for p in again}
+
+
+def test_watermark_before_skipped_rule():
+    from neusym.sources.base import watermark_before_skipped as rule
+
+    d = [datetime(2024, 1, day, tzinfo=UTC) for day in range(1, 8)]
+    assert rule(d[0], [d[2], d[5]], []) == d[5]  # nothing skipped: the latest date
+    assert rule(d[0], [d[2], d[3], d[5]], [d[4]]) == d[3]  # below the earliest skipped record
+    assert rule(d[0], [d[2], d[5]], [d[2]]) == d[0]  # a loaded record on the same date does not count
+    assert rule(d[0], [d[2], d[5]], [None]) == d[0]  # an undated skipped record holds the watermark
+    assert rule(d[3], [d[5]], [d[1]]) == d[5]  # skipped before the window: not this run's business
+    assert rule(None, [d[2]], [d[1]]) is None

@@ -21,6 +21,7 @@ from neusym.sqlsafe import (
     connect_readonly,
     format_result,
     run_readonly_sql,
+    sql_nesting_depth,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -261,3 +262,48 @@ def test_table_format(db: Path) -> None:
     assert "In total, 2 rows are displayed." in capped and "row limit" in capped
     with pytest.raises(ValueError, match="unknown format"):
         format_result(run(db, "SELECT 1"), "xml")
+
+
+# --- nesting depth --------------------------------------------------------------------------------
+
+
+def nested_subqueries(levels: int) -> str:
+    """``SELECT * FROM (SELECT * FROM (... metadata) t) t``: ``levels`` parenthesised subqueries."""
+    return "SELECT title FROM " + "(SELECT * FROM " * levels + "metadata" + ") t" * levels
+
+
+def nested_parentheses(levels: int) -> str:
+    return "SELECT title, " + "(" * levels + "pub_year + 1" + ")" * levels + " AS y FROM metadata"
+
+
+@pytest.mark.parametrize("sql", [nested_subqueries(44), nested_parentheses(44), nested_subqueries(1000),
+                                 "SELECT " + "abs(" * 60 + "1" + ")" * 60,
+                                 "SELECT title FROM metadata WHERE pub_year IN " + "(SELECT 2020 WHERE 1 IN " * 50
+                                 + "(1)" + ")" * 50],
+                         ids=["44 subqueries", "44 parentheses", "1000 subqueries", "60 calls", "50 IN subqueries"])
+def test_deeply_nested_sql_is_refused_in_one_line(db: Path, sql: str) -> None:
+    with pytest.raises(UnsafeSQLError) as info:
+        run(db, sql)
+    message = str(info.value)
+    assert message.startswith("refused: SQL nested too deeply (more than 32 levels of parentheses/subqueries: ")
+    assert "\n" not in message and len(message) < 300, message
+
+
+def test_nesting_without_brackets_is_refused_not_a_recursion_error(db: Path) -> None:
+    # no parentheses at all, but each NOT is one level for the recursive parser behind the checks
+    sql = "SELECT title FROM metadata WHERE " + "NOT " * 400 + "pub_year = 2020"
+    with pytest.raises(UnsafeSQLError) as info:
+        run(db, sql)
+    assert str(info.value).startswith("refused: SQL nested too deeply (more than the checker can follow")
+
+
+def test_nesting_up_to_the_limit_runs(db: Path) -> None:
+    assert run(db, nested_subqueries(32)).rows == [("Retrieval-Augmented Generation",)]
+    assert run(db, nested_parentheses(32)).rows == [("Retrieval-Augmented Generation", 2021)]
+    assert run(db, "SELECT " + "abs(" * 32 + "-3" + ")" * 32 + " AS x").rows == [(3,)]
+    # brackets inside strings, quoted identifiers and comments are not nesting
+    text = "(" * 50
+    result = run(db, f"SELECT '{text}' AS \"{text}\" -- {text}\n /* {text} */")
+    assert result.rows == [(text,)] and result.columns == [text]
+    probe = f"SELECT E'\\'{text}', $q${text}$q$, [1, [2]]"
+    assert sql_nesting_depth(probe) == (2, probe.index("[2]"))

@@ -583,27 +583,27 @@ def execute_action(action: Action, env: Environment, *, max_tokens: int | None =
 def widen_like_patterns(sql: str) -> str | None:
     """``sql`` with every ``[I]LIKE 'text'`` that has no wildcard turned into ``[I]LIKE '%text%'``.
 
-    Returns None when there is nothing to widen (or the SQL cannot be parsed). Patterns under NOT
-    are left alone (widening them would remove rows). Used when a query returns no rows because
-    the model matched a title fragment exactly.
+    Returns None when there is nothing to widen (or the SQL cannot be parsed or rewritten, e.g. it
+    is nested too deeply for the parser). Patterns under NOT are left alone (widening them would
+    remove rows). Used when a query returns no rows because the model matched a title fragment exactly.
     """
     import sqlglot
     from sqlglot import exp
 
     try:
         tree = sqlglot.parse_one(sql, read="duckdb")
-    except sqlglot.errors.SqlglotError:
+        changed = False
+        for node in tree.find_all(exp.Like, exp.ILike):
+            literal = node.expression
+            if isinstance(node.parent, exp.Not) or not isinstance(literal, exp.Literal) or not literal.is_string:
+                continue
+            if "%" in literal.this or "_" in literal.this or not literal.this.strip():
+                continue
+            node.set("expression", exp.Literal.string(f"%{literal.this.strip()}%"))
+            changed = True
+        return tree.sql(dialect="duckdb") if changed else None
+    except (sqlglot.errors.SqlglotError, RecursionError):
         return None
-    changed = False
-    for node in tree.find_all(exp.Like, exp.ILike):
-        literal = node.expression
-        if isinstance(node.parent, exp.Not) or not isinstance(literal, exp.Literal) or not literal.is_string:
-            continue
-        if "%" in literal.this or "_" in literal.this or not literal.this.strip():
-            continue
-        node.set("expression", exp.Literal.string(f"%{literal.this.strip()}%"))
-        changed = True
-    return tree.sql(dialect="duckdb") if changed else None
 
 
 def _placeholder_error(text: str) -> str | None:

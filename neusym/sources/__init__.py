@@ -20,6 +20,7 @@ from neusym.sources.base import (
     merged_metadata,
     provenance_rows,
     title_key,
+    watermark_before_skipped,
     watermark_key,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "parse_acl_collection",
     "provenance_rows",
     "title_key",
+    "watermark_before_skipped",
     "watermark_key",
 ]
 

@@ -28,7 +28,7 @@ from typing import Iterable
 from lxml import etree
 
 from neusym.sources import _http
-from neusym.sources.base import SourceError, SourcePaper, advance_watermark, format_bibtex
+from neusym.sources.base import SourceError, SourcePaper, format_bibtex, watermark_before_skipped
 from neusym.venues import ACL_VENUES, VOLUME_TYPES  # one vocabulary with the PDF parser
 
 log = logging.getLogger(__name__)
@@ -195,18 +195,24 @@ def _anthology_id(volume: _Volume, paper: etree._Element) -> str:
     return f"{volume.collection_id}-{volume.id}{int(pid):03d}" if pid.isdigit() else f"{volume.collection_id}-{volume.id}{pid}"
 
 
+def _updated(volume: _Volume, paper: etree._Element) -> datetime | None:
+    """The latest ingest/revision/erratum date of a paper (its watermark date), None when it has none."""
+    dates = [volume.ingest, _date(paper.get("ingest-date"))]
+    dates += [_date(r.get("date")) for r in paper.iter("revision", "erratum")]
+    known = [d for d in dates if d is not None]
+    return max(known) if known else None
+
+
 def _paper(volume: _Volume, paper: etree._Element, name: str) -> SourcePaper:
     anthology_id = _anthology_id(volume, paper)
     title_el = paper.find("title")
     title = render_markup(title_el)
+    updated = _updated(volume, paper)
     if not title:
-        raise SourceError(SOURCE, f"{name} paper {anthology_id} (line {paper.sourceline})", "record missing title")
+        raise SourceError(SOURCE, f"{name} paper {anthology_id} (line {paper.sourceline})", "record missing title",
+                          record_id=anthology_id, updated=updated)
     authors = [_person(a) for a in paper.findall("author")]
     authors = [a for a in authors if a]
-    dates = [volume.ingest, _date(paper.get("ingest-date"))]
-    dates += [_date(r.get("date")) for r in paper.iter("revision", "erratum")]
-    known = [d for d in dates if d is not None]
-    updated = max(known) if known else None
     doi = (paper.findtext("doi") or "").strip() or None
     bibkey = (paper.findtext("bibkey") or "").strip() or None
     pages = (paper.findtext("pages") or "").strip() or None
@@ -264,12 +270,27 @@ def parse_acl_collection(
     ``2024.findings-acl``), a collection id (``2024.acl``), a volume id (``long``) or a volume type
     (``findings``, ``demo``, ``short``...), case-insensitive; ``since`` keeps papers whose ``updated``
     (latest ingest/revision/erratum date) is after it (papers without any date are kept);
-    ``errors``: if a list, papers without a title are appended there and skipped, else the first raises.
+    ``errors``: if a list, a bad paper (no title, a malformed field) is appended there as a
+    :class:`SourceError` with ``record_id`` (its Anthology id) and ``updated`` set, and skipped; else
+    the first one raises.
 
     Output: papers in file order.
     Errors: :class:`SourceError` naming the file and line for unreadable, truncated or ill-formed XML,
-    a root element other than ``<collection>``, or (without ``errors``) a paper without a title.
+    a root element other than ``<collection>``, or (without ``errors``) a bad paper.
     """
+    return _parse_collection(path_or_bytes, volumes=volumes, since=since, name=name, errors=errors)[0]
+
+
+def _parse_collection(
+    path_or_bytes: str | Path | bytes,
+    *,
+    volumes: set[str] | None,
+    since: datetime | None,
+    name: str | None,
+    errors: list[SourceError] | None,
+) -> tuple[list[SourcePaper], int]:
+    """:func:`parse_acl_collection`, also returning how many paper records the selected volumes hold
+    (good or bad, before the ``since`` filter; frontmatter and removed papers not counted)."""
     if isinstance(path_or_bytes, (bytes, bytearray)):
         label = name or "<bytes>"
         try:
@@ -292,6 +313,7 @@ def parse_acl_collection(
         raise SourceError(SOURCE, label, "<collection> without id")
 
     papers: list[SourcePaper] = []
+    records = 0
     for vol in root.iterchildren("volume"):
         volume = _Volume(collection_id, vol)
         if not volume.selected(volumes):
@@ -299,24 +321,26 @@ def parse_acl_collection(
         for paper in vol.iterchildren("paper"):
             if paper.get("id") in (None, "0") or paper.find("removed") is not None:
                 continue
+            records += 1
             try:
                 record = _paper(volume, paper, label)
-            except SourceError as exc:
-                if errors is None:
-                    raise
-                log.warning("%s", exc)
-                errors.append(exc)
-                continue
-            except ValueError as exc:  # pydantic validation of a malformed field
-                error = SourceError(SOURCE, f"{label} paper {paper.get('id')} of {volume.full_id} (line {paper.sourceline})", f"bad record: {exc}")
+            except (SourceError, ValueError) as exc:  # ValueError: pydantic validation of a malformed field
+                if isinstance(exc, SourceError):
+                    error = exc
+                else:
+                    anthology_id = _anthology_id(volume, paper)
+                    reason = "bad record: " + " ".join(str(exc).split())
+                    error = SourceError(SOURCE, f"{label} paper {anthology_id} (line {paper.sourceline})", reason,
+                                        record_id=anthology_id, updated=_updated(volume, paper))
                 if errors is None:
                     raise error from None
+                log.warning("%s", error)
                 errors.append(error)
                 continue
             if since is not None and record.updated is not None and record.updated <= since:
                 continue
             papers.append(record)
-    return papers
+    return papers, records
 
 
 def _syntax_reason(exc: etree.XMLSyntaxError) -> str:
@@ -360,33 +384,57 @@ def fetch_acl(
     of 429/5xx/transport failures, backoff ``backoff_seconds * 2**(n-1)``); ``collections`` keeps only
     these collection ids (file stems, e.g. ``{"2024.acl", "2024.findings"}``); ``volumes`` and
     ``since`` as in :func:`parse_acl_collection`; ``errors``: if a list, a failing file or bad paper
-    is appended there and the rest is still read, else the first failure raises; ``cache_dir``: keep
-    downloaded files there and re-request them conditionally (ETag / Last-Modified), so an unchanged
-    collection costs one ``304 Not Modified`` answer.
+    is appended there and the rest is still read, else the first failure raises (a bad paper's error
+    has ``record_id`` set, a failing file's has not); ``cache_dir``: keep downloaded files there and
+    re-request them conditionally (ETag / Last-Modified), so an unchanged collection costs one
+    ``304 Not Modified`` answer.
 
     Output: ``(papers, watermark)``: papers of all files in order; ``watermark`` the latest ``updated``
-    seen, or ``since`` when nothing newer was found.
-    Errors: :class:`SourceError` naming the file/URL (and line for XML errors).
+    seen, or ``since`` when nothing newer was found. With bad papers skipped, it is the latest date
+    strictly before the earliest skipped paper's date
+    (:func:`~neusym.sources.base.watermark_before_skipped`); as Anthology dates are days, papers
+    sharing the bad paper's date (usually its whole volume) do not advance it either.
+    Errors: :class:`SourceError` naming the file/URL (and line for XML errors); also, whatever
+    ``errors`` is, when nothing was found: no collection file in the given paths (a folder without
+    ``*.xml``, a ``collections`` filter matching no file) or, all files being readable, no paper in
+    them (in the selected ``volumes``).
     """
     items: Iterable[str | Path] = [paths_or_urls] if isinstance(paths_or_urls, (str, Path)) else paths_or_urls
+    items = list(items)
+    shown = ", ".join(str(i) for i in items) or "(no paths given)"
+    files = _expand(items, collections)
+    if not files:
+        only = f" for collections {', '.join(sorted(collections))}" if collections else ""
+        raise SourceError(SOURCE, shown, f"nothing found: no collection XML files (*.xml){only}")
     papers: list[SourcePaper] = []
-    watermark = since
-    for item in _expand(items, collections):
+    records = 0
+    file_failed = False
+    record_errors: list[SourceError] = []
+    for item in files:
+        found_errors: list[SourceError] | None = None if errors is None else []
         try:
             if isinstance(item, str) and re.match(r"^https?://", item):
                 body = _http.get_bytes(item, source=SOURCE, record=item, timeout=timeout,
                                        num_retries=num_retries, backoff_seconds=backoff_seconds,
                                        cache_dir=cache_dir)
-                found = parse_acl_collection(body, volumes=volumes, since=since, name=item, errors=errors)
+                found, count = _parse_collection(body, volumes=volumes, since=since, name=item, errors=found_errors)
             else:
-                found = parse_acl_collection(item, volumes=volumes, since=since, errors=errors)
+                found, count = _parse_collection(item, volumes=volumes, since=since, name=None, errors=found_errors)
         except SourceError as exc:
             if errors is None:
                 raise
             log.warning("%s", exc)
             errors.append(exc)
+            file_failed = True
             continue
-        for paper in found:
-            watermark = advance_watermark(watermark, paper.updated)
+        if found_errors:
+            errors.extend(found_errors)  # type: ignore[union-attr]
+            record_errors.extend(found_errors)
+        records += count
         papers.extend(found)
+    if records == 0 and not file_failed:
+        where = f" in volumes {', '.join(sorted(volumes))}" if volumes else ""
+        raise SourceError(SOURCE, ", ".join(str(f) for f in files),
+                          f"nothing found: no papers{where} in {len(files)} collection file(s)")
+    watermark = watermark_before_skipped(since, (p.updated for p in papers), (e.updated for e in record_errors))
     return papers, watermark

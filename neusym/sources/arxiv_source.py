@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Literal
 
 import arxiv
@@ -30,7 +30,7 @@ import requests
 from lxml import etree
 
 from neusym.sources import _http
-from neusym.sources.base import SourceError, SourcePaper, advance_watermark, bibtex_key, format_bibtex
+from neusym.sources.base import SourceError, SourcePaper, bibtex_key, format_bibtex, watermark_before_skipped
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,8 @@ class _ResponseCheck:
     """``requests`` response hook: classifies failures and validates feeds before the library parses them."""
 
     def __init__(self) -> None:
-        self.bad_entries: dict[str, str] = {}  # entry label -> reason
+        # entry label -> (reason, <updated>, <published>) of entries the library will skip
+        self.bad_entries: dict[str, tuple[str, datetime | None, datetime | None]] = {}
 
     def __call__(self, resp: requests.Response, *args, **kwargs) -> requests.Response:
         body = resp.content  # read the whole body now (raises ChunkedEncodingError if cut short)
@@ -114,8 +115,23 @@ class _ResponseCheck:
             missing = [name for name in ("id", "published", "updated") if not (entry.findtext(f"{_ATOM}{name}") or "").strip()]
             if missing:
                 label = entry_id or f"entry #{pos} of {resp.url}"
-                self.bad_entries[label] = "record missing " + ", ".join(missing)
+                self.bad_entries[label] = ("record missing " + ", ".join(missing),
+                                           _atom_date(entry.findtext(f"{_ATOM}updated")),
+                                           _atom_date(entry.findtext(f"{_ATOM}published")))
         return resp
+
+
+def _atom_date(text: str | None) -> datetime | None:
+    """An Atom date (``2021-04-20T16:07:14Z``) as a UTC datetime; None when absent or unreadable."""
+    try:
+        return datetime.fromisoformat((text or "").strip().replace("Z", "+00:00")).astimezone(timezone.utc)
+    except ValueError:
+        return None
+
+
+def _entry_id(url: str) -> str:
+    """``http://arxiv.org/abs/2104.12255v1`` -> ``2104.12255v1`` (the text itself when it is not such a URL)."""
+    return re.sub(r"^https?://arxiv\.org/abs/", "", url.strip())
 
 
 def _error_message(body: bytes) -> str | None:
@@ -221,11 +237,15 @@ def fetch_arxiv(
     version); ``lookback`` re-reads that much before ``since``: arXiv dates are submission times, and
     a paper submitted before the watermark can be announced (become visible) a day or two later, so a
     nightly crawl should pass e.g. 3 days and rely on upserts by arXiv id (0 = exact resume);
-    ``errors``: if a list, records with missing fields are appended to it and skipped, otherwise the
-    first one raises.
+    ``errors``: if a list, records with missing or malformed fields are appended to it as
+    :class:`SourceError` with ``record_id`` (the entry id) and ``updated`` (its date, when readable)
+    and skipped, otherwise the first one raises. Bad entries dated at or before the lookback cutoff
+    are outside the window (like good ones there) and not reported.
 
     Output: ``(papers, watermark)``: one :class:`SourcePaper` per arXiv id (highest version), newest
-    first; ``watermark`` = the largest date seen, or ``since`` when nothing newer was returned.
+    first; ``watermark`` = the largest date seen, or ``since`` when nothing newer was returned; with
+    skipped records, never at or past the earliest of them (an undated one keeps ``since``), see
+    :func:`~neusym.sources.base.watermark_before_skipped`.
 
     Errors: :class:`SourceError` naming the query/id list: HTTP 400 / arXiv error feed (at once),
     429/5xx, timeouts, connection failures or truncated feeds (after ``num_retries`` retries). Its
@@ -258,20 +278,34 @@ def fetch_arxiv(
                                                           sort_by=criterion, sort_order=arxiv.SortOrder.Descending)))
 
     collected: list[SourcePaper] = []
-    watermark = since
+    skipped: list[datetime | None] = []  # watermark dates of the skipped records
     cutoff = since - lookback if since is not None else None
+
+    def when(updated: datetime | None, published: datetime | None) -> datetime | None:
+        return updated if sort_by == "updated" else published
+
     for label, search in searches:
         for result in _run_search(client, search, label, cutoff, sort_by, num_retries, backoff, collected):
             try:
                 paper = _to_paper(result)
             except ValueError as exc:  # pydantic ValidationError is a ValueError
-                _handle_bad(SourceError(SOURCE, f"{label} entry {result.entry_id}", f"bad record: {exc}"), errors)
+                date = when(result.updated, result.published)
+                reason = "record missing title" if not (result.title or "").strip() else \
+                    "bad record: " + " ".join(str(exc).split())
+                _handle_bad(SourceError(SOURCE, f"{label} entry {result.entry_id}", reason,
+                                        record_id=_entry_id(result.entry_id), updated=date), errors)
+                skipped.append(date)
                 continue
             collected.append(paper)
-            watermark = advance_watermark(watermark, paper.updated if sort_by == "updated" else paper.published)
-        for entry, reason in check.bad_entries.items():
-            _handle_bad(SourceError(SOURCE, f"{label} {entry}", reason), errors)
+        for entry, (reason, updated, published) in check.bad_entries.items():
+            date = when(updated, published)
+            if cutoff is not None and date is not None and date <= cutoff:
+                continue  # past the point where paging stopped: not part of this run
+            _handle_bad(SourceError(SOURCE, f"{label} {entry}", reason, record_id=_entry_id(entry), updated=date),
+                        errors)
+            skipped.append(date)
         check.bad_entries.clear()
+    watermark = watermark_before_skipped(since, (when(p.updated, p.published) for p in collected), skipped)
     return collapse_versions(collected), watermark
 
 

@@ -6,6 +6,10 @@
   ``(papers, new_watermark)``; ``new_watermark`` is the largest submitted/updated datetime seen (or
   ``since`` when nothing newer came back). The caller persists it only after its database commit, so
   a failed run re-fetches the same window and loses nothing.
+- Bad records: given an ``errors`` list, every ``fetch_*`` function skips a record it cannot map
+  (missing title, malformed field), appends a :class:`SourceError` with ``record_id`` set, and goes
+  on with the rest. The watermark then never passes a skipped record (:func:`watermark_before_skipped`),
+  so the next run asks for it again.
 - Dedup: :func:`dedup_keys` lists a record's identity keys (DOI, arXiv id, Anthology id, OpenReview
   forum id, normalized title + first-author surname); :func:`merge_sources` groups records of the same
   work; :func:`merged_metadata` turns one group into ``metadata`` column values, the venue record
@@ -37,14 +41,20 @@ class SourceError(NeusymError):
 
     Attributes: ``source`` ("arxiv" | "openreview" | "acl"), ``record`` (the query, id, file or URL
     concerned), ``reason`` (what went wrong), ``partial`` (papers already fetched before the failure:
-    safe to upsert, but the watermark must NOT be advanced from them).
+    safe to upsert, but the watermark must NOT be advanced from them), ``record_id`` (set only for
+    one bad record among good ones: its source id, e.g. ``2024.acl-long.5``, or where it sits when it
+    has no id; None for a failure of a whole file, query or venue), ``updated`` (the bad record's
+    watermark date when it could still be read, else None).
     """
 
-    def __init__(self, source: str, record: str, reason: str, partial: list[SourcePaper] | None = None):
+    def __init__(self, source: str, record: str, reason: str, partial: list[SourcePaper] | None = None, *,
+                 record_id: str | None = None, updated: datetime | None = None):
         self.source = source
         self.record = record
         self.reason = reason
         self.partial: list[SourcePaper] = list(partial or [])
+        self.record_id = record_id
+        self.updated = updated
         super().__init__(f"{source} {record}: {reason}")
 
 
@@ -146,6 +156,37 @@ def advance_watermark(current: Watermark, candidate: datetime | None) -> Waterma
     if current is None or candidate > current:
         return candidate
     return current
+
+
+def watermark_before_skipped(since: Watermark, loaded: Iterable[datetime | None],
+                             skipped: Iterable[datetime | None]) -> Watermark:
+    """The new watermark of a fetch that loaded records dated ``loaded`` and skipped bad records dated ``skipped``.
+
+    Rule: the watermark never passes a skipped record, so the next run (which asks only for records
+    newer than the watermark) fetches it again, e.g. once the source has fixed it:
+
+    - skipped records dated at or before ``since`` are outside this run's window and do not count;
+    - if a counted skipped record has no readable date, the watermark stays at ``since``;
+    - otherwise it is the latest loaded date strictly before the earliest counted skipped date
+      (``since`` when there is none). Loaded records at or after that date are fetched again next
+      time, which is harmless: loading is an idempotent upsert.
+
+    Without skipped records this is simply the latest of ``since`` and ``loaded``. Dates are UTC.
+    """
+    def utc(value: datetime) -> datetime:
+        return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
+
+    since = utc(since) if since is not None else None
+    counted = [d if d is None else utc(d) for d in skipped]
+    counted = [d for d in counted if d is None or since is None or d > since]
+    if any(d is None for d in counted):
+        return since
+    cap = min(counted) if counted else None
+    watermark = since
+    for date in loaded:
+        if date is not None and (cap is None or utc(date) < cap):
+            watermark = advance_watermark(watermark, date)
+    return watermark
 
 
 def watermark_key(source: str, scope: str) -> str:

@@ -27,7 +27,7 @@ from typing import Any
 import requests
 
 from neusym.sources import _http
-from neusym.sources.base import SourceError, SourcePaper, advance_watermark, bibtex_key, format_bibtex
+from neusym.sources.base import SourceError, SourcePaper, bibtex_key, format_bibtex, watermark_before_skipped
 
 log = logging.getLogger(__name__)
 
@@ -118,31 +118,45 @@ def resolve_pdf_url(pdf: str | None, forum: str, site_url: str = OPENREVIEW_SITE
     return f"{site_url.rstrip('/')}/pdf?id={forum}"
 
 
+def _getter(note: Any) -> Any:
+    """Field access for a note given as an ``openreview.api.Note`` or as its JSON dict."""
+    return note.get if isinstance(note, dict) else lambda k: getattr(note, k, None)
+
+
+def _note_updated(note: Any) -> datetime | None:
+    """A note's last modification (``tmdate``, else ``mdate``/``tcdate``/``cdate``) in UTC: its watermark date."""
+    get = _getter(note)
+    return _ms_to_utc(get("tmdate") or get("mdate") or get("tcdate") or get("cdate"))
+
+
 def note_to_paper(note: Any, venue_id: str, site_url: str = OPENREVIEW_SITE_URL) -> SourcePaper:
     """Map one API v2 note (an ``openreview.api.Note`` or its JSON dict) to a SourcePaper.
 
     Venue fields (conference_*, pub_year, volume) are set only for accepted papers; ``decision`` always
-    when derivable. Errors: :class:`SourceError` naming the forum id when the note has no id or title.
+    when derivable. Errors: :class:`SourceError` naming the forum id (also as ``record_id``, with the
+    note's date as ``updated``) when the note has no id or title or its authors are not a list.
     """
-    get = note.get if isinstance(note, dict) else lambda k: getattr(note, k, None)
+    get = _getter(note)
     note_id = get("id")
     forum = get("forum") or note_id
     content = get("content") or {}
+    updated = _note_updated(note)
     if not forum:
-        raise SourceError(SOURCE, f"{venue_id} note without id", "record missing id")
+        raise SourceError(SOURCE, f"{venue_id} note without id", "record missing id",
+                          record_id="note without id", updated=updated)
     title = _value(content, "title")
     if not isinstance(title, str) or not title.strip():
-        raise SourceError(SOURCE, f"{venue_id} forum {forum}", "record missing title")
+        raise SourceError(SOURCE, f"{venue_id} forum {forum}", "record missing title", record_id=forum, updated=updated)
     authors = _value(content, "authors") or []
     if not isinstance(authors, list):
-        raise SourceError(SOURCE, f"{venue_id} forum {forum}", f"authors is not a list: {authors!r}")
+        raise SourceError(SOURCE, f"{venue_id} forum {forum}", f"authors is not a list: {authors!r}",
+                          record_id=forum, updated=updated)
     authors = [" ".join(str(a).split()) for a in authors if str(a).strip()]
     venueid_value = _value(content, "venueid")
     venue_value = _value(content, "venue")
     accepted, decision, tier = decision_of(venue_id, venueid_value, venue_value)
     full, abbreviation, year = venue_names(venue_id)
     published = _ms_to_utc(get("pdate") or get("odate") or get("cdate") or get("tcdate"))
-    updated = _ms_to_utc(get("tmdate") or get("mdate") or get("tcdate") or get("cdate"))
     keywords = _value(content, "keywords") or []
     if isinstance(keywords, str):
         keywords = [k.strip() for k in keywords.split(";") if k.strip()]
@@ -205,11 +219,13 @@ def fetch_openreview(
     optional (public venues need none; note openreview-py also reads ``OPENREVIEW_USERNAME`` /
     ``OPENREVIEW_PASSWORD`` from the environment); ``timeout`` seconds per request; ``num_retries``
     retries of the whole listing after a transport failure or truncated JSON (429/5xx are retried per
-    request by openreview-py itself); ``errors``: if a list, bad notes are appended and skipped,
+    request by openreview-py itself); ``errors``: if a list, bad notes are appended (as
+    :class:`SourceError` with ``record_id`` = forum id and ``updated`` = the note's date) and skipped,
     otherwise the first raises.
 
     Output: ``(papers, watermark)``: one SourcePaper per forum, ordered by note id; ``watermark`` the
-    largest ``tmdate`` seen, or ``since`` when nothing is newer.
+    largest ``tmdate`` seen, or ``since`` when nothing is newer; with bad notes skipped, never at or
+    past the earliest of them (:func:`~neusym.sources.base.watermark_before_skipped`).
 
     Errors: :class:`SourceError` naming the venue (login refused, HTTP errors left after the library's
     retries, transport failures or truncated JSON after ``num_retries`` retries, a bad note).
@@ -247,15 +263,20 @@ def fetch_openreview(
 
     papers: list[SourcePaper] = []
     seen: set[str] = set()
-    watermark = since
+    skipped: list[datetime | None] = []
     for note in notes:
         try:
             paper = note_to_paper(note, venue_id, site_url)
         except SourceError as exc:
             _handle_bad(exc, errors)
+            skipped.append(exc.updated)
             continue
         except ValueError as exc:  # pydantic validation of a malformed field
-            _handle_bad(SourceError(SOURCE, f"{venue_id} forum {getattr(note, 'forum', None) or getattr(note, 'id', '?')}", f"bad record: {exc}"), errors)
+            get = _getter(note)
+            forum = str(get("forum") or get("id") or "?")
+            _handle_bad(SourceError(SOURCE, f"{venue_id} forum {forum}", "bad record: " + " ".join(str(exc).split()),
+                                    record_id=forum, updated=_note_updated(note)), errors)
+            skipped.append(_note_updated(note))
             continue
         if paper.external_id in seen:
             continue
@@ -263,8 +284,7 @@ def fetch_openreview(
             continue
         seen.add(paper.external_id)
         papers.append(paper)
-        watermark = advance_watermark(watermark, paper.updated)
-    return papers, watermark
+    return papers, watermark_before_skipped(since, (p.updated for p in papers), skipped)
 
 
 def _make_client(openreview: Any, baseurl: str, username: str | None, password: str | None, timeout: float, record: str) -> Any:
