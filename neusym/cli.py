@@ -243,18 +243,23 @@ def search(
     author: Optional[str] = typer.Option(None, "--author", help="Author name or last name."),
     limit: int = typer.Option(10, "--limit", help="Number of papers."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits, best first."),
+    accurate: bool = typer.Option(False, "--accurate", help="Accurate mode: the configured LLM (NEUSYM_LLM_BASE_URL, "
+                                  "else the offline model) reranks the top N hits (NEUSYM_SEARCH_RERANK_TOP_N, "
+                                  "default 10); one LLM call per query."),
 ) -> None:
     """Search papers across the corpus (titles, abstracts, full text when parsed): hybrid BM25 + MiniLM.
 
     Reads the paper index of the current corpus version (every `neusym ingest`, `crawl`, `enrich`
-    and DAG run publishes one).
+    and DAG run publishes one). With --accurate, an LLM reorders the top hits from their titles and
+    abstracts (slower; if the LLM fails the fused order is kept and a note is printed on stderr).
     """
     from .errors import NeusymError
     from .search import close_paper_indexes, search_papers
 
     settings = _settings()
     try:
-        hits = search_papers(query, venue=venue, year=year, author=author, limit=limit, settings=settings)
+        hits = search_papers(query, venue=venue, year=year, author=author, limit=limit, settings=settings,
+                             mode="accurate" if accurate else "default")
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
@@ -263,15 +268,26 @@ def search(
         raise typer.Exit(1)
     finally:
         close_paper_indexes()
+    note = next((h.rerank.note for h in hits if h.rerank is not None and h.rerank.note), None)
+    if note:
+        from rich.markup import escape
+
+        err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, default=str))
         return
     t = Table()
-    for col in ("score", "title", "venue", "year", "authors", "snippet"):
+    cols = ("score", "title", "venue", "year", "authors", "snippet")
+    if accurate:
+        cols = ("fused",) + cols
+    for col in cols:
         t.add_column(col)
     for h in hits:
-        t.add_row(f"{h.score:.3f}", h.title, h.venue or "", str(h.year or ""), ", ".join(h.authors[:3]),
-                  (h.snippet or "")[:160])
+        row = [f"{h.score:.3f}", h.title, h.venue or "", str(h.year or ""), ", ".join(h.authors[:3]),
+               (h.snippet or "")[:160]]
+        if accurate:
+            row.insert(0, str(h.rerank.fused_rank) if h.rerank is not None else "")
+        t.add_row(*row)
     console.print(t)
 
 

@@ -29,6 +29,12 @@ of :data:`DEFAULT_WEIGHTS`, chosen on the dev split of ``benchmarks/paper_search
 the abstract sentence (or tldr; the title when there is no abstract) closest to the query in MiniLM
 space. Full-text views (``bm25_body``, ``minilm_body``) only score papers whose sections were given.
 
+Accurate mode (``search_papers(mode="accurate")``, ``neusym search --accurate``,
+``GET /search?mode=accurate``): the same fused search, then one call of the configured LLM reorders
+the top ``settings.search_rerank_top_n`` hits from their titles and abstracts (:mod:`neusym.rerank`,
+imported only in that mode); hits keep their fused score and snippet and carry :class:`RerankInfo`.
+With the offline 1.5B model it costs ~18 s per query and lowered R@1 (``benchmarks/paper_search``).
+
 Keeping it in step with the corpus (:func:`sync_paper_index`): every publish (``neusym ingest``,
 ``crawl``, ``enrich``, ``publish`` and the DAGs) reads every paper of the new version's database
 (:func:`read_paper_docs`: metadata, Anthology id, full-text sections of parsed papers), compares
@@ -42,10 +48,8 @@ server collection with ``NEUSYM_QDRANT_URL``), built by the publish stage with
 :func:`sync_paper_index` and read by any number of processes at once. Segments are not
 HNSW-indexed: exact scans of a few thousand papers take milliseconds (``benchmarks/results/paper_search.json``).
 
-Quality (``benchmarks/paper_search``, 120 hand-written questions, 90 dev / 30 test, metadata-only
-papers): R@1 / R@5 at 2.5k papers dev 0.911 / 0.989, test 0.733 / 0.967; at 5k dev 0.833 / 0.944,
-test 0.667 / 0.900 (plain BM25: test 0.667 / 0.900 and 0.567 / 0.767; BM25+MiniLM RRF: 0.733 /
-0.933 and 0.700 / 0.933). The issue's targets (R@1 0.80, R@5 0.95) are not reached on test.
+Quality and latency: ``benchmarks/paper_search`` (question sets, dev/test splits, how to run) and
+``benchmarks/results/paper_search.json``.
 """
 
 from __future__ import annotations
@@ -165,8 +169,31 @@ class PaperDoc:
 
 
 @dataclass
+class RerankInfo:
+    """How the accurate mode (:func:`neusym.rerank.rerank_hits`) placed one hit.
+
+    ``applied``: the LLM's order was used for this search (False: the LLM failed or gave no usable
+    candidate numbers, so the fused order was kept; ``note`` says why). ``fused_rank``: 1-based
+    position in the fused (default-mode) ranking. ``llm_rank``: 1-based position the LLM gave the
+    paper among the numbers it named (None: not named, not among the top N candidates, or no
+    usable reply). ``top_n``: how many fused hits were sent to the LLM.
+    """
+
+    applied: bool
+    fused_rank: int
+    llm_rank: int | None = None
+    top_n: int = 0
+    note: str | None = None
+
+
+@dataclass
 class PaperHit:
-    """One search result: the paper, its fused score (higher is better) and the best-matching sentence."""
+    """One search result: the paper, its fused score (higher is better) and the best-matching sentence.
+
+    ``rerank`` is set only by the accurate mode (``search_papers(mode="accurate")``): the hit was
+    reranked by the LLM (see :class:`RerankInfo`); ``score`` and ``snippet`` stay those of the fused
+    search, so scores of a reranked list are not in descending order.
+    """
 
     paper_id: str
     title: str
@@ -177,10 +204,15 @@ class PaperHit:
     snippet: str
     anthology_id: str | None = None
     volume: str | None = None
+    rerank: RerankInfo | None = None
 
     def to_dict(self) -> dict:
-        """JSON-ready dict: paper_id, title, venue, year, authors, score, snippet, anthology_id, volume."""
-        return asdict(self)
+        """JSON-ready dict: paper_id, title, venue, year, authors, score, snippet, anthology_id, volume, and
+        ``rerank`` (a dict of :class:`RerankInfo`) only when the hit comes from the accurate mode."""
+        out = asdict(self)
+        if self.rerank is None:
+            out.pop("rerank")
+        return out
 
 
 @dataclass
@@ -507,6 +539,17 @@ class PaperIndex:
         self.backend.flush()
         return {"papers": n, "with_body": body, "seconds": round(time.perf_counter() - t0, 2)}
 
+    def abstracts(self, paper_ids: Sequence[str]) -> dict[str, str]:
+        """paper_id -> abstract text as indexed (the payload ``sentences``: abstract sentences, then
+        the tldr; the title for papers without an abstract), for the papers of ``paper_ids`` found in
+        the index (unknown ids are left out). One point lookup, no vectors; what the accurate mode
+        shows the LLM."""
+        if not paper_ids or not self.backend.exists():
+            return {}
+        recs = self.backend.retrieve([point_id_for_paper(p) for p in paper_ids], payload=["paper_id", "sentences"])
+        return {r.payload["paper_id"]: " ".join(r.payload.get("sentences") or [])
+                for r in recs if r.payload.get("paper_id")}
+
     # ------------------------------------------------------------------------------- search
     def search(self, query: str, *, venue: str | None = None, year: int | None = None, author: str | None = None,
                limit: int = 10, config: SearchConfig | None = None, query_vector: list[float] | None = None) -> list[PaperHit]:
@@ -643,9 +686,15 @@ def close_paper_indexes() -> None:
         _OPEN.clear()
 
 
+SEARCH_MODES = ("default", "accurate")
+"""``default``: the fused hybrid search alone (in-process, tens of ms); ``accurate``: the same, then the
+configured LLM reranks the top ``settings.search_rerank_top_n`` hits (:mod:`neusym.rerank`)."""
+
+
 def search_papers(query: str, *, venue: str | None = None, year: int | str | None = None, author: str | None = None,
                   limit: int = 10, settings: Settings | None = None, index: PaperIndex | None = None,
-                  config: SearchConfig | None = None) -> list[PaperHit]:
+                  config: SearchConfig | None = None, mode: str = "default", rerank_top_n: int | None = None,
+                  llm: Any = None) -> list[PaperHit]:
     """Find the papers best matching a natural-language question or keywords, best first.
 
     ``venue`` (e.g. "acl", case-insensitive conference abbreviation; "findings" selects Findings
@@ -655,11 +704,35 @@ def search_papers(query: str, *, venue: str | None = None, year: int | str | Non
     returned (fewer if fewer papers match). Each :class:`PaperHit` carries the fused score (a weighted
     sum of per-view z-scores; comparable within one query only) and the abstract sentence closest to
     the query. ``index``: search this index instead of the current corpus version's.
-    Raises ``ValueError`` for an empty query, a non-positive limit or a non-integer year, and
-    ``neusym.store.versions.NoCorpusVersion`` when nothing has been published.
+
+    ``mode="accurate"``: the fused search fetches the top ``max(limit, N)`` papers (N =
+    ``rerank_top_n`` or ``settings.search_rerank_top_n``), then one call of the configured LLM
+    (``llm`` or :func:`neusym.agent.llm.make_llm` of the settings) reorders the top N from their
+    titles and abstracts (:func:`neusym.rerank.rerank_hits`); the first ``limit`` are returned, each
+    with ``rerank`` set (fused rank, LLM rank). An LLM failure or an unusable reply never fails the
+    search: the fused order is kept, ``rerank.applied`` is False with the reason in ``rerank.note``,
+    and a warning is logged. Costs one LLM call per query (seconds with the offline model).
+
+    Raises ``ValueError`` for an empty query, a non-positive limit, a non-integer year or an unknown
+    mode, and ``neusym.store.versions.NoCorpusVersion`` when nothing has been published.
     """
+    if mode not in SEARCH_MODES:
+        raise ValueError(f"mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
     idx = index or current_paper_index(settings)
-    return idx.search(query, venue=venue, year=year, author=author, limit=limit, config=config)
+    if mode == "default":
+        return idx.search(query, venue=venue, year=year, author=author, limit=limit, config=config)
+    from .rerank import rerank_hits  # lazy: the LLM backends are only needed in this mode
+
+    settings = settings or idx.settings
+    top_n = int(rerank_top_n or settings.search_rerank_top_n)
+    if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1:
+        fetch = max(limit, top_n)
+    else:
+        fetch = limit  # let the search raise its ValueError
+    hits = idx.search(query, venue=venue, year=year, author=author, limit=fetch, config=config)
+    abstracts = idx.abstracts([h.paper_id for h in hits[:top_n]])
+    result = rerank_hits(query, hits, abstracts=abstracts, settings=settings, llm=llm, top_n=top_n)
+    return result.hits[:limit]
 
 
 # ------------------------------------------------------------------------------- sync from DuckDB
@@ -805,10 +878,12 @@ def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend
 
 __all__ = [
     "PAPER_SCHEMA",
+    "SEARCH_MODES",
     "PaperDoc",
     "PaperHit",
     "PaperIndex",
     "PaperIndexSyncReport",
+    "RerankInfo",
     "SearchConfig",
     "close_paper_indexes",
     "current_paper_index",

@@ -117,6 +117,13 @@ class Settings(BaseSettings):
         "full-text cutoff), in LLM tokens (4 characters each); the paper's 5k.",
     )
     eval_classic_rag_top_k: int = Field(4, description="Chunks classic-rag retrieves with the question (paper: 4).")
+    search_rerank_top_n: int = Field(10, ge=1, le=50, description="Accurate paper search (`neusym search --accurate`, "
+                                     "`GET /search?mode=accurate`): how many fused hits the LLM reranks (neusym.rerank).")
+    search_rerank_candidate_tokens: int = Field(
+        128, ge=16, description="Accurate paper search: cap on one candidate's title + abstract in the rerank prompt, "
+        "in LLM tokens (4 characters each; the cut keeps the abstract's start and the matched sentence); lowered "
+        "further when N candidates would not fit llm_context_tokens. 128 keeps the offline model's prompt near 1.5k "
+        "tokens for N=10 (it reads ~50 tokens/s on 2 cores); raise it for a fast endpoint.")
     # -- LLM -----------------------------------------------------------------------------------
     llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; unset = offline local model.")
     llm_model: str = "qwen2.5-coder-1.5b-instruct"

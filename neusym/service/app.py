@@ -35,7 +35,7 @@ from collections import Counter
 from contextlib import asynccontextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator, Callable, Literal
 
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -347,29 +347,47 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         year: int | None = Query(None, ge=1900, le=2100, description="Publication year."),
         author: str | None = Query(None, max_length=200, description="Author full name or last name."),
         limit: int = Query(10, ge=1, le=100, description="Papers returned."),
+        mode: Literal["default", "accurate"] = Query(
+            "default", description="default: the hybrid search alone (tens of ms). accurate: then the configured "
+            "LLM reranks the top NEUSYM_SEARCH_RERANK_TOP_N hits (default 10) from their titles and abstracts: one "
+            "LLM call per query (seconds; if it fails the fused order is kept and rerank.note says why)."),
     ) -> Response:
         """Papers best matching ``q`` (hybrid BM25 + all-MiniLM-L6-v2 paper index, see
         :mod:`neusym.search`), each with its score and the abstract sentence closest to the query,
         plus facet counts by venue and year over the top 100 papers matching the query and the
-        filters. Filters are applied inside the index, so every hit satisfies them."""
+        filters. Filters are applied inside the index, so every hit satisfies them. With
+        ``mode=accurate`` the top hits are reordered by the LLM (:mod:`neusym.rerank`, run in the
+        agent's pool, so it queues behind agent runs on the offline model); each hit then has
+        ``rerank`` (fused rank, LLM rank) and the response a ``rerank`` summary."""
         if not q.strip():
             raise BadRequest("q must not be blank")
+        started = time.perf_counter()
+        top_n = state.settings.search_rerank_top_n if mode == "accurate" else 0
 
-        def work(served: ServedVersion) -> Response:
-            started = time.perf_counter()
+        def work(served: ServedVersion) -> tuple:
             filters = {"venue": venue or None, "year": year, "author": author or None}
             try:
-                found, pool = served.search_with_pool(q, **filters, limit=limit, pool=FACET_POOL)
+                found, pool = served.search_with_pool(q, **filters, limit=max(limit, top_n), pool=FACET_POOL)
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
-            payload = {"version": served.number, "query": q,
-                       "filters": {"venue": venue, "year": year, "author": author, "limit": limit},
-                       "hits": [{"rank": i + 1, **h.to_dict()} for i, h in enumerate(found)],
-                       "facets": facet_counts(pool), "seconds": round(time.perf_counter() - started, 4)}
-            # serialised here (the shape is SearchResponse, as documented): no second validation pass
-            return Response(json.dumps(payload, ensure_ascii=False), media_type="application/json")
+            abstracts = served.index.abstracts([h.paper_id for h in found[:top_n]]) if top_n else {}
+            return served.number, found, pool, abstracts
 
-        return await state.with_version("search", work)
+        number, found, pool, abstracts = await state.with_version("search", work)
+        payload = {"version": number, "query": q, "mode": mode,
+                   "filters": {"venue": venue, "year": year, "author": author, "limit": limit}}
+        if mode == "accurate":
+            from ..rerank import rerank_hits
+
+            result = await state.run("ask", lambda: rerank_hits(q, found, abstracts=abstracts, settings=state.settings,
+                                                                top_n=top_n))
+            found = result.hits
+            payload["rerank"] = {"applied": result.applied, "note": result.note, "top_n": result.top_n,
+                                 "llm_seconds": result.seconds}
+        payload.update({"hits": [{"rank": i + 1, **h.to_dict()} for i, h in enumerate(found[:limit])],
+                        "facets": facet_counts(pool), "seconds": round(time.perf_counter() - started, 4)})
+        # serialised here (the shape is SearchResponse, as documented): no second validation pass
+        return Response(json.dumps(payload, ensure_ascii=False), media_type="application/json")
 
     @api.post("/sql", tags=["sql"], response_model=SqlResponse,
               responses={200: {"content": {"text/csv": {}}, "description": "JSON (format json) or CSV (format csv)."}})

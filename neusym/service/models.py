@@ -20,6 +20,18 @@ class Health(BaseModel):
     neusym: str = Field(description="The neusym package version.")
 
 
+class HitRerank(BaseModel):
+    """How ``mode=accurate`` placed one hit (:class:`neusym.search.RerankInfo`)."""
+
+    applied: bool = Field(description="The LLM's order was used (false: LLM failed or its reply was unusable, "
+                          "fused order kept).")
+    fused_rank: int = Field(description="1-based position in the default (fused) ranking.")
+    llm_rank: int | None = Field(None, description="1-based position the LLM gave the paper (null: not named by it "
+                                 "or not among the reranked candidates).")
+    top_n: int = Field(description="Fused hits sent to the LLM.")
+    note: str | None = Field(None, description="Why the fused order was kept, when it was.")
+
+
 class SearchHit(BaseModel):
     """One paper of ``GET /search``."""
 
@@ -34,6 +46,16 @@ class SearchHit(BaseModel):
     snippet: str = Field(description="The abstract sentence (or TL;DR, or title) closest to the query.")
     anthology_id: str | None = None
     volume: str | None = None
+    rerank: HitRerank | None = Field(None, description="Only with mode=accurate: how the LLM rerank placed the hit.")
+
+
+class SearchRerank(BaseModel):
+    """``GET /search?mode=accurate``: what the LLM rerank did for this query."""
+
+    applied: bool
+    note: str | None = None
+    top_n: int
+    llm_seconds: float = Field(description="Wall time of the LLM call.")
 
 
 class FacetValue(BaseModel):
@@ -57,10 +79,12 @@ class SearchResponse(BaseModel):
 
     version: int
     query: str
+    mode: Literal["default", "accurate"] = "default"
     filters: dict[str, Any]
     hits: list[SearchHit]
     facets: Facets
     seconds: float
+    rerank: SearchRerank | None = Field(None, description="Only with mode=accurate.")
 
 
 class AskRequest(BaseModel):
