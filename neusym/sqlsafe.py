@@ -44,6 +44,7 @@ import sqlglot
 from sqlglot import exp
 
 from neusym.errors import NeusymError, SQLError, SQLTimeoutError, UnsafeSQLError
+from neusym.textscan import bracket_depth
 from neusym.store.db import READONLY_CONFIG, DatabaseUnavailableError, connect_readonly
 
 
@@ -129,47 +130,50 @@ def sql_nesting_depth(text: str) -> tuple[int, int]:
     not count. An unmatched closing bracket is ignored (the parsers report it). Linear time, no
     recursion.
     """
-    depth = deepest = where = 0
-    i, n = 0, len(text)
+    parts: list[str] = []  # the text with strings and comments blanked (offsets kept)
+    i, n, start = 0, len(text), 0
+
+    def skip_to(end: int) -> int:
+        nonlocal start
+        parts.append(text[start:i])
+        parts.append(" " * (end - i))
+        start = end
+        return end
+
     while i < n:
         c = text[i]
         if c == "-" and text.startswith("--", i):
             end = text.find("\n", i)
-            i = n if end < 0 else end + 1
+            i = skip_to(n if end < 0 else end + 1)
             continue
         if c == "/" and text.startswith("/*", i):
             end = text.find("*/", i + 2)
-            i = n if end < 0 else end + 2
+            i = skip_to(n if end < 0 else end + 2)
             continue
         if c in "'\"":
             backslash = c == "'" and i > 0 and text[i - 1] in "eE" and (i < 2 or not (text[i - 2].isalnum() or text[i - 2] == "_"))
-            i += 1
-            while i < n:
-                if backslash and text[i] == "\\":
-                    i += 2
+            j = i + 1
+            while j < n:
+                if backslash and text[j] == "\\":
+                    j += 2
                     continue
-                if text[i] == c:
-                    if i + 1 < n and text[i + 1] == c:  # doubled quote: an escaped quote
-                        i += 2
+                if text[j] == c:
+                    if j + 1 < n and text[j + 1] == c:  # doubled quote: an escaped quote
+                        j += 2
                         continue
                     break
-                i += 1
-            i += 1
+                j += 1
+            i = skip_to(min(n, j + 1))
             continue
         if c == "$":
             match = _DOLLAR_TAG.match(text, i)
             if match:
                 end = text.find(match.group(0), match.end())
-                i = n if end < 0 else end + len(match.group(0))
+                i = skip_to(n if end < 0 else end + len(match.group(0)))
                 continue
-        if c in "([{":
-            depth += 1
-            if depth > deepest:
-                deepest, where = depth, i
-        elif c in ")]}":
-            depth = max(0, depth - 1)
         i += 1
-    return deepest, where
+    parts.append(text[start:])
+    return bracket_depth("".join(parts))
 
 
 _DOLLAR_TAG = re.compile(r"\$[A-Za-z_]*\$")

@@ -29,6 +29,7 @@ from ..encode import (
     encode_query,
 )
 from ..errors import ActionError
+from ..textscan import bracket_depth
 from .vectors import Filter, HnswSpec, Match, QuerySpec, Range, VectorBackend, VectorSchema
 
 CELLS_COLLECTION = "cells"
@@ -222,7 +223,7 @@ def parse_filter(text: str) -> Filter | None:
     """
     if not text or not text.strip():
         return None
-    depth, _ = _bracket_depth(_unquoted(text))
+    depth, _ = bracket_depth(_unquoted(text))
     if depth > MAX_FILTER_NESTING:
         raise _filter_error(text, f"nested too deeply (more than {MAX_FILTER_NESTING} levels of parentheses)")
     try:
@@ -234,18 +235,6 @@ def parse_filter(text: str) -> Filter | None:
     if _depth(tree) > 2 * MAX_FILTER_NESTING:  # e.g. a long chain of 'not'
         raise _filter_error(text, f"nested too deeply (more than {MAX_FILTER_NESTING} levels)")
     return _to_filter(tree, text)
-
-
-def _bracket_depth(text: str) -> tuple[int, int]:
-    depth = deepest = where = 0
-    for i, c in enumerate(text):
-        if c in "([{":
-            depth += 1
-            if depth > deepest:
-                deepest, where = depth, i
-        elif c in ")]}":
-            depth = max(0, depth - 1)
-    return deepest, where
 
 
 def _literal(node: ast.AST, field: str, text: str) -> Any:
