@@ -41,6 +41,7 @@ import pymupdf  # noqa: E402
 from neusym.admission import Content, quality_losses  # noqa: E402
 from neusym.pipeline import ingest  # noqa: E402
 from neusym.settings import Settings  # noqa: E402
+from tests.damage import without_title, zeroed  # noqa: E402
 
 pymupdf.TOOLS.mupdf_display_errors(False)
 SAMPLES = ROOT / "samples" / "pdfs"
@@ -52,10 +53,7 @@ def mutations(src: Path, rng: random.Random) -> dict[str, bytes]:
     n = len(data)
     out: dict[str, bytes] = {}
     for k in range(3):
-        off = rng.randrange(2000, n - 30000)
-        d = bytearray(data)
-        d[off:off + 20000] = bytes(20000)
-        out[f"zeroed_20kb_{k}"] = bytes(d)
+        out[f"zeroed_20kb_{k}"] = zeroed(data, rng.randrange(2000, n - 30000))
     for k in range(2):
         d = bytearray(data)
         for _ in range(200):
@@ -65,19 +63,10 @@ def mutations(src: Path, rng: random.Random) -> dict[str, bytes]:
     out["truncated_60pct_eof"] = data[: int(n * 0.6)] + b"\n%%EOF\n"
     off = rng.randrange(2000, n - 60000)
     out["duplicated_block"] = data[:off] + data[off:off + 40000] + data[off:]
-    d = bytearray(data)
-    d[0:3000] = bytes(3000)
-    d[0:8] = b"%PDF-1.5"
-    out["damaged_header"] = bytes(d)
-    doc = pymupdf.open(src)
-    page = doc[0]
-    biggest = max((s for b in page.get_text("dict")["blocks"] for ln in b.get("lines", []) for s in ln["spans"]),
-                  key=lambda s: s["size"])
-    for rect in page.search_for(biggest["text"].strip()[:30]):
-        page.add_redact_annot(pymupdf.Rect(0, rect.y0 - 2, page.rect.width, rect.y1 + 30))
-    page.apply_redactions()
-    out["title_removed"] = doc.tobytes()
-    doc.close()
+    header = bytearray(zeroed(data, 0, 3000))
+    header[0:8] = b"%PDF-1.5"
+    out["damaged_header"] = bytes(header)
+    out["title_removed"] = without_title(src)
     return out
 
 

@@ -34,7 +34,6 @@ def ingest(
 
     A damaged PDF is quarantined with its reason; a copy that would replace a stored paper with less
     content, or add the same work a second time, is held (listed, kept in ``quarantine``)."""
-    from .pipeline import discover_pdfs
     from .pipeline import ingest as run_ingest
 
     settings = _settings()
@@ -49,15 +48,11 @@ def ingest(
     from .errors import NeusymError
 
     try:
-        if not discover_pdfs(paths):
-            where = ", ".join(str(p) for p in paths)
-            err.print(f"[red]error:[/red] no PDF files found in {where} (folders are searched recursively for *.pdf)")
-            raise typer.Exit(1)
         report = run_ingest(paths, settings, on_event=progress, force=force)
     except FileNotFoundError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
-    except NeusymError as exc:  # another writer holds the home; a failed publish check
+    except NeusymError as exc:  # no PDF in the inputs; another writer holds the home; a failed publish check
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
     if as_json:

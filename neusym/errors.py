@@ -18,6 +18,10 @@ class UnparseablePDF(NeusymError):
         super().__init__(f"{self.path}: {reason}")
 
 
+class NoInputError(NeusymError):
+    """The inputs given to a run hold nothing to process (a folder without PDFs, a file without records)."""
+
+
 class StagingError(NeusymError):
     """A staged per-paper result is missing or malformed."""
 

@@ -40,7 +40,7 @@ from .encode import (
     mean_vector,
     paper_text_vectors,
 )
-from .errors import StagingError, UnparseablePDF
+from .errors import NoInputError, StagingError, UnparseablePDF
 from .ids import airqa_paper_id
 from .materialize import MaterializeReport, materialize
 from .publish import PublishReport, publish
@@ -316,11 +316,13 @@ class ParseItem(BaseModel):
     """The PDF's URL in the shared PDF store (workers on several hosts), read where ``pdf_path`` is not."""
 
 
-def unique_files(pdfs: list[str]) -> tuple[list[str], list[dict]]:
-    """Drop input files whose bytes equal an earlier one's (same sha256): ``(kept, same)`` where
-    ``same`` lists ``{"pdf_path", "same_as"}``. ``pdfs`` in order (the first path of a file is
-    kept). URLs and unreadable paths are kept as they are (the parse stage reports them)."""
+def unique_files(pdfs: list[str]) -> tuple[list[str], list[dict], dict[str, str]]:
+    """Drop input files whose bytes equal an earlier one's (same sha256): ``(kept, same, sha256)``
+    where ``same`` lists ``{"pdf_path", "same_as"}`` and ``sha256`` maps each kept local path to
+    its digest. ``pdfs`` in order (the first path of a file is kept). URLs and unreadable paths are
+    kept as they are (the parse stage reports them)."""
     kept: list[str] = []
+    digests: dict[str, str] = {}
     same: list[dict] = []
     first: dict[str, str] = {}
     for p in pdfs:
@@ -336,8 +338,9 @@ def unique_files(pdfs: list[str]) -> tuple[list[str], list[dict]]:
             same.append({"pdf_path": str(p), "same_as": first[sha]})
         else:
             first[sha] = str(p)
+            digests[str(p)] = sha
             kept.append(p)
-    return kept, same
+    return kept, same, digests
 
 
 def input_items(pdfs: list[str], settings: Settings) -> list[dict]:
@@ -349,11 +352,11 @@ def input_items(pdfs: list[str], settings: Settings) -> list[dict]:
     Raises :class:`neusym.store.storage.StorageError` when the storage cannot be written."""
     st = storage(settings)
     items = []
-    pdfs, _ = unique_files(pdfs)
+    pdfs, _, digests = unique_files(pdfs)
     for p in pdfs:
         item = ParseItem(pdf_path=str(p))
         if st.shared and not is_url(p):
-            key = f"pdfs/sha256/{sha256_file(Path(p))}.pdf"
+            key = f"pdfs/sha256/{digests.get(str(p)) or sha256_file(Path(p))}.pdf"
             if not st.exists(key):
                 st.put_file(Path(p), key)
             item.source = st.url_of(key)
@@ -435,7 +438,11 @@ def ingest(
 
     timings: dict[str, float] = {}
     t = time.perf_counter()
-    pdfs, same_files = unique_files(discover_pdfs(paths))
+    paths = list(paths)
+    pdfs, same_files, _ = unique_files(discover_pdfs(paths))
+    if paths and not pdfs and not crawl_specs:
+        where = ", ".join(str(p) for p in paths)
+        raise NoInputError(f"no PDF files found in {where} (folders are searched recursively for *.pdf)")
     downloads: list[dict] = []
     crawled: list = []
     if crawl_specs:

@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import duckdb
-import pymupdf
 import pytest
 from typer.testing import CliRunner
 
@@ -19,6 +18,7 @@ from neusym.pipeline import ingest, materialize_stage, parse_stage, sha256_file
 from neusym.settings import Settings
 
 from .conftest import SAMPLES
+from .damage import without_pages, without_title, zeroed
 
 SPECTER = SAMPLES / "acl2020_2020.acl-main.207_SPECTER.pdf"
 GRAPH = SAMPLES / "naacl2018_N18-3011_SemanticScholarLiteratureGraph.pdf"
@@ -60,32 +60,18 @@ def stored(tmp_path_factory):
 
 
 def _zeroed(src: Path, dst: Path, offset_fraction: float, size: int = 20_000) -> Path:
-    data = bytearray(src.read_bytes())
-    off = int(len(data) * offset_fraction)
-    data[off:off + size] = bytes(size)
-    dst.write_bytes(bytes(data))
+    data = src.read_bytes()
+    dst.write_bytes(zeroed(data, int(len(data) * offset_fraction), size))
     return dst
 
 
 def _without_pages(src: Path, dst: Path, keep: int) -> Path:
-    doc = pymupdf.open(src)
-    doc.select(list(range(keep)))
-    doc.save(dst)
-    doc.close()
+    dst.write_bytes(without_pages(src, keep))
     return dst
 
 
 def _without_title(src: Path, dst: Path) -> Path:
-    """The paper with its title line redacted from page 1 (as a damaged header would lose it)."""
-    doc = pymupdf.open(src)
-    page = doc[0]
-    biggest = max((s for b in page.get_text("dict")["blocks"] for ln in b.get("lines", []) for s in ln["spans"]),
-                  key=lambda s: s["size"])
-    for rect in page.search_for(biggest["text"].strip()[:30]):
-        page.add_redact_annot(pymupdf.Rect(0, rect.y0 - 2, page.rect.width, rect.y1 + 30))
-    page.apply_redactions()
-    doc.save(dst)
-    doc.close()
+    dst.write_bytes(without_title(src))
     return dst
 
 
