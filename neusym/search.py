@@ -481,6 +481,20 @@ class PaperIndex:
     def __init__(self, backend: VectorBackend, settings: Settings | None = None):
         self.backend = backend
         self.settings = settings or get_settings()
+        self._body: bool | None = None
+
+    def has_body(self) -> bool:
+        """Whether any indexed paper may have full text: the ``bm25_body``/``minilm_body`` views are
+        queried only then, so a metadata-only corpus skips two empty scans per search. Read once
+        (one scroll of the ``has_body`` payload) for a read-only (published) collection; a
+        collection open for writing may gain full text at any time, so this is True for it.
+        (qdrant-edge does not match boolean payload values in filters, hence the scroll.)"""
+        if self._body is None:
+            if not self.backend.read_only:
+                return True
+            self._body = self.backend.exists() and any(
+                r.payload.get("has_body") for r in self.backend.scroll(payload=["has_body"]))
+        return self._body
 
     @property
     def engine(self) -> str:
@@ -554,16 +568,31 @@ class PaperIndex:
     def search(self, query: str, *, venue: str | None = None, year: int | None = None, author: str | None = None,
                limit: int = 10, config: SearchConfig | None = None, query_vector: list[float] | None = None) -> list[PaperHit]:
         """Hybrid search; see :func:`search_papers`. ``query_vector`` skips encoding (tests/benchmarks)."""
+        ranking = self.rank(query, venue=venue, year=year, author=author, depth=limit, config=config,
+                            query_vector=query_vector)
+        return self.hits(ranking, limit)
+
+    def rank(self, query: str, *, venue: str | None = None, year: int | None = None, author: str | None = None,
+             depth: int = 10, config: SearchConfig | None = None,
+             query_vector: list[float] | None = None) -> "Ranking":
+        """The fused ranking of ``query`` down to ``depth`` papers (point ids and fused scores, best
+        first), without reading any paper back: :meth:`hits` turns its head into :class:`PaperHit`.
+        Each view is scanned ``max(config.pool, depth)`` deep with the filters applied inside the
+        collection. ``query_vector``: the MiniLM vector of the stripped query, when the caller
+        already has it. Raises ``ValueError`` for an empty query, a non-positive depth, a
+        non-integer year."""
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError(f"limit must be a positive integer, got {limit!r}")
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"limit must be a positive integer, got {depth!r}")
         cfg = config or SearchConfig()
         spec = _FilterSpec.make(venue, year, author)
-        if not self.backend.exists():
-            return []
         text = strip_question(query) if cfg.strip_scaffold else query.strip()
+        if not self.backend.exists():
+            return Ranking(text, query_vector, [])
         weights = {k: w for k, w in cfg.weights.items() if w}
+        if not self.has_body():
+            weights = {k: w for k, w in weights.items() if k not in BODY_VIEWS}
         need_dense = any(v in weights for v in DENSE_VIEWS + MULTI_VIEWS)
         qvec = query_vector if query_vector is not None else (
             encode_query(text, settings=self.settings) if need_dense else None)
@@ -579,14 +608,20 @@ class PaperIndex:
                     requests.append((view, sv))
             else:
                 requests.append((view, [qvec] if view in MULTI_VIEWS else qvec))
-        pool = max(cfg.pool, limit)
+        pool = max(cfg.pool, depth)
         flt = spec.filter()
         results = self.backend.query([QuerySpec(name, vec, flt, pool, with_payload=False) for name, vec in requests])
         fused = _fuse([(name, [(h.id, h.score) for h in res]) for (name, _), res in zip(requests, results)],
                       weights, cfg, pool)
-        top = sorted(fused.items(), key=lambda kv: -kv[1])[:limit]
+        return Ranking(text, qvec, sorted(fused.items(), key=lambda kv: -kv[1])[:depth])
+
+    def hits(self, ranking: "Ranking", limit: int) -> list[PaperHit]:
+        """The first ``limit`` papers of ``ranking`` as :class:`PaperHit` (payload read back, snippet
+        chosen with the ranking's query vector; papers no longer in the collection are left out)."""
+        top = ranking.scored[:limit]
         if not top:
             return []
+        qvec, text = ranking.query_vector, ranking.text
         want_vecs = ["minilm_sents"] if qvec is not None else False
         recs = {r.id: r for r in self.backend.retrieve([pid for pid, _ in top], vectors=want_vecs)}
         hits = []
@@ -602,6 +637,17 @@ class PaperIndex:
                 volume=payload.get("volume"),
             ))
         return hits
+
+
+@dataclass
+class Ranking:
+    """One query's fused ranking (:meth:`PaperIndex.rank`): ``text`` (the query with its scaffolding
+    stripped, what was encoded and tokenised), ``query_vector`` (its 384-d MiniLM vector; None when
+    no dense view was queried) and ``scored``: ``(point id, fused score)`` pairs, best first."""
+
+    text: str
+    query_vector: list[float] | None
+    scored: list[tuple[str, float]]
 
 
 def _fuse(results: list[tuple[str, list[tuple[str, float]]]], weights: Mapping[str, float],
@@ -623,7 +669,9 @@ def _fuse(results: list[tuple[str, list[tuple[str, float]]]], weights: Mapping[s
         return fused
     if cfg.fusion != "zscore":
         raise ValueError(f"unknown fusion {cfg.fusion!r}")
-    per_view = []
+    # a paper's score: sum over views of w * z, where z is the view's floor when the paper is not in
+    # its pool = (sum of w * floor over all views) + (sum over the views that have it of w * (z - floor))
+    base = 0.0
     for name, res in results:
         if not res:
             continue
@@ -632,12 +680,14 @@ def _fuse(results: list[tuple[str, list[tuple[str, float]]]], weights: Mapping[s
             scores.append(0.0)
         mu = sum(scores) / len(scores)
         sd = math.sqrt(sum((s - mu) ** 2 for s in scores) / len(scores)) or 1.0
-        floor = (min(scores) - mu) / sd
-        per_view.append((weights.get(name, 0.0), {pid: (s - mu) / sd for pid, s in res}, floor))
-        for pid, _ in res:
-            fused.setdefault(pid, 0.0)
+        low = min(scores)
+        w = weights.get(name, 0.0)
+        base += w * (low - mu) / sd
+        scale = w / sd
+        for pid, s in res:
+            fused[pid] = fused.get(pid, 0.0) + scale * (s - low)
     for pid in fused:
-        fused[pid] = sum(w * z.get(pid, floor) for w, z, floor in per_view)
+        fused[pid] += base
     return fused
 
 
@@ -668,20 +718,20 @@ def current_paper_index(settings: Settings | None = None) -> PaperIndex:
     settings = settings or get_settings()
     key = str(Path(settings.home).resolve())
     with _OPEN_LOCK:
-        version = _OPEN.get(key)
-        if version is not None and not version.is_current():
-            version.close()
-            version = None
-        if version is None:
+        opened = _OPEN.get(key)
+        if opened is not None and not opened[0].is_current():
+            opened[0].close()
+            opened = None
+        if opened is None:
             version = open_version(settings)
-            _OPEN[key] = version
-        return PaperIndex(version.papers, settings)
+            opened = _OPEN[key] = (version, PaperIndex(version.papers, settings))
+        return opened[1]
 
 
 def close_paper_indexes() -> None:
     """Release the corpus versions opened by :func:`search_papers`."""
     with _OPEN_LOCK:
-        for version in _OPEN.values():
+        for version, _index in _OPEN.values():
             version.close()
         _OPEN.clear()
 

@@ -193,6 +193,16 @@ def test_search_papers_module_api_reads_the_current_version(tmp_path, repo_root)
         hits = search_papers(title, settings=settings, limit=1)
         assert hits[0].title == title and hits[0].anthology_id == "2024.acl-tutorials.6"
         assert (tmp_path / "home" / "versions" / "v000001" / "papers").is_dir()
+        # metadata only: the published index knows it has no full text and skips the two body scans,
+        # which changes nothing in the ranking
+        from neusym.search import BODY_VIEWS, DEFAULT_WEIGHTS, current_paper_index
+
+        idx = current_paper_index(settings)
+        assert idx.backend.read_only and idx.has_body() is False
+        no_body = SearchConfig(weights={k: w for k, w in DEFAULT_WEIGHTS.items() if k not in BODY_VIEWS})
+        query = "a tutorial on evaluating language models"
+        assert [h.to_dict() for h in search_papers(query, settings=settings, limit=5)] == \
+            [h.to_dict() for h in idx.search(query, limit=5, config=no_body)]
     finally:
         close_paper_indexes()
 
@@ -395,6 +405,12 @@ def test_sync_uses_full_text_of_parsed_papers(repo_root, tmp_path):
         assert [h.paper_id for h in idx.search("TriviaQA MIPS", limit=7, config=body_only)] == [parsed.paper_id]
         abstract_only = SearchConfig(weights={"bm25": 1.0})
         assert idx.search("TriviaQA MIPS", limit=7, config=abstract_only) == []
+    from neusym.store.versions import open_version
+
+    with open_version(settings) as version:  # the published (read-only) index keeps its body views
+        published = PaperIndex(version.papers, settings)
+        assert published.has_body() is True
+        assert [h.paper_id for h in published.search("TriviaQA MIPS", limit=7, config=body_only)] == [parsed.paper_id]
 
 
 def test_cli_search_reads_the_published_version(repo_root, tmp_path, monkeypatch):

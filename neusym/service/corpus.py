@@ -25,8 +25,8 @@ import threading
 import time
 from collections import OrderedDict
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Iterator, NamedTuple
 
 from ..settings import Settings
 from ..store.versions import CorpusVersion, NoCorpusVersion, open_version
@@ -74,7 +74,8 @@ class ServedVersion:
     so each ``/sql`` connection opens in well under a millisecond); ``schema``: table/view
     descriptions (:func:`neusym.schema_docs.corpus_schema`); ``schema_markdown``: the same as
     Markdown; ``agent_schema``: the agent's [Database Schema] text; ``papers``: rows of
-    ``metadata``; ``opened_at``: UNIX time it was opened.
+    ``metadata``; ``opened_at``: UNIX time it was opened; ``labels``: venue and year of every paper
+    of the index by point id (:func:`pool_labels`), what the search facets count.
     """
 
     version: CorpusVersion
@@ -85,6 +86,7 @@ class ServedVersion:
     agent_schema: str
     papers: int
     opened_at: float
+    labels: dict[str, "PoolPaper"] = field(default_factory=dict)
     users: int = 0
     retired: bool = False
 
@@ -94,15 +96,15 @@ class ServedVersion:
         return self.version.number
 
     def search_with_pool(self, query: str, *, venue: str | None, year: int | None, author: str | None,
-                         limit: int, pool: int) -> tuple[list, list]:
-        """(the top ``limit`` hits with snippets, the top ``max(limit, pool)`` papers) of one query, as
-        :meth:`neusym.search.PaperIndex.search` ranks them, from ONE search (:class:`SnippetPoolView`):
-        the pool costs no second scan and no snippets. Raises ValueError like the search."""
-        from ..search import PaperIndex
-
-        ranked = PaperIndex(SnippetPoolView(self.version.papers, limit), self.index.settings).search(
-            query, venue=venue, year=year, author=author, limit=max(limit, pool), query_vector=self.query_vector(query))
-        return ranked[:limit], ranked
+                         limit: int, pool: int) -> tuple[list, list["PoolPaper"]]:
+        """(the top ``limit`` hits with snippets, venue and year of the top ``max(limit, pool)``
+        papers) of one query, from ONE fused ranking (:meth:`neusym.search.PaperIndex.rank`): the
+        pool is labelled from :attr:`labels`, so it costs no second scan, no read-back and no
+        snippets. Raises ValueError like the search."""
+        ranking = self.index.rank(query, venue=venue, year=year, author=author, depth=max(limit, pool),
+                                  query_vector=self.query_vector(query))
+        labels = self.labels
+        return self.index.hits(ranking, limit), [labels.get(pid, _UNLABELLED) for pid, _ in ranking.scored]
 
     def query_vector(self, query: str) -> list[float] | None:
         """The all-MiniLM-L6-v2 vector :meth:`neusym.search.PaperIndex.search` would compute for
@@ -126,38 +128,23 @@ class ServedVersion:
             self.version.close()
 
 
-class SnippetPoolView:
-    """A read-only view of a paper-index collection that lets one :meth:`neusym.search.PaperIndex.search`
-    call give both the hits and the facet pool.
+class PoolPaper(NamedTuple):
+    """Venue and year of one paper of the version's paper index: what a facet counts."""
 
-    The search is asked for the pool (say the top 100); when it retrieves the ranked papers, only the
-    first ``snippets`` records come with their payload and sentence vectors (so those hits get their
-    snippets, exactly as a search for ``snippets`` papers would give them: the per-view scans are the
-    same either way, at least 100 deep), the rest carry only ``paper_id``, ``title``, ``venue``,
-    ``year`` and ``volume``, and the search skips their snippets. Queries go to the collection
-    unchanged.
-    """
+    venue: str | None
+    year: int | None
 
-    POOL_FIELDS = ["paper_id", "title", "venue", "year", "volume"]
 
-    def __init__(self, inner: Any, snippets: int):
-        self.inner = inner
-        self.engine = inner.engine
-        self.snippets = snippets
+_UNLABELLED = PoolPaper(None, None)
 
-    def exists(self) -> bool:
-        return self.inner.exists()
 
-    def query(self, requests: Any) -> Any:
-        return self.inner.query(requests)
-
-    def retrieve(self, ids: Any, *, payload: Any = True, vectors: Any = False) -> Any:
-        ids = list(ids)
-        head, tail = ids[: self.snippets], ids[self.snippets:]
-        records = list(self.inner.retrieve(head, payload=payload, vectors=vectors)) if head else []
-        if tail:
-            records += self.inner.retrieve(tail, payload=self.POOL_FIELDS, vectors=False)
-        return records
+def pool_labels(index: Any) -> dict[str, PoolPaper]:
+    """Point id -> :class:`PoolPaper` for every paper of ``index`` (a :class:`neusym.search.PaperIndex`),
+    read once per served version (one scroll of two payload fields; the version never changes)."""
+    if not index.backend.exists():
+        return {}
+    return {r.id: PoolPaper(r.payload.get("venue"), r.payload.get("year"))
+            for r in index.backend.scroll(payload=["venue", "year"])}
 
 
 def prepare_version(settings: Settings, version: CorpusVersion, *, warm: bool = True) -> ServedVersion:
@@ -177,10 +164,11 @@ def prepare_version(settings: Settings, version: CorpusVersion, *, warm: bool = 
         markdown = schema_markdown(schema)
         agent_schema = schema_text(describe(con))
         papers = int(con.execute("SELECT count(*) FROM metadata").fetchone()[0])
+        labels = pool_labels(index)
         if warm:
             index.search("warm up the query encoder", limit=1)
         return ServedVersion(version=version, index=index, con=con, schema=schema, schema_markdown=markdown,
-                             agent_schema=agent_schema, papers=papers, opened_at=time.time())
+                             agent_schema=agent_schema, papers=papers, opened_at=time.time(), labels=labels)
     except BaseException:
         if con is not None:
             con.close()

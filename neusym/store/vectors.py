@@ -347,7 +347,7 @@ class EdgeBackend(VectorBackend):
                 for r in requests]
         shard = self._need()
         res = shard.query_batch(E.QueryBatchRequest(reqs)) if len(reqs) > 1 else [shard.query(reqs[0])]
-        return [[Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in r] for r in res]
+        return [[Hit(str(p.id), p.score, dict(p.payload) if p.payload else {}) for p in r] for r in res]
 
     def retrieve(self, ids: Sequence[str], *, payload: bool | list[str] = True,
                  vectors: bool | list[str] = False) -> list[Record]:
