@@ -681,7 +681,11 @@ def serve(
     """Serve the HTTP API and the web page over the current corpus version (docs/service.md)."""
     from .service import main as serve_main
 
-    serve_main(host, port, settings=_settings(), workers=workers)
+    try:
+        serve_main(host, port, settings=_settings(), workers=workers)
+    except OSError as exc:  # the port cannot be bound (workers > 1; uvicorn reports it itself for one)
+        err.print(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}")
+        raise typer.Exit(1)
 
 
 def main() -> None:

@@ -601,3 +601,52 @@ def test_neusym_serve_command_starts_warm(corpus_settings, repo_root, workers):
         out, _ = proc.communicate(timeout=20)
     assert proc.returncode == 0, out
     assert out.count("serving corpus version") == workers
+
+
+def test_serve_workers_balance_connections_restart_and_refuse_a_taken_port(corpus_settings, repo_root):
+    """`neusym serve --workers 2`: each worker listens on its own SO_REUSEPORT socket, so 16 keep-alive
+    clients land on both processes (uvicorn's shared socket put 8 of 8 on one); a killed worker is
+    replaced; a second server on the same port is refused with a clear message."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")}, "NEUSYM_HOME": str(corpus_settings.home)}
+    cmd = [sys.executable, "-m", "neusym.cli", "serve", "--port", str(port), "--workers", "2"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=repo_root)
+    url = f"http://127.0.0.1:{port}"
+
+    def answering_processes(connections: int) -> set[int]:
+        clients = [httpx.Client(base_url=url, timeout=10) for _ in range(connections)]
+        try:  # one connection per client, each asked twice (keep-alive: the same process answers)
+            seen = [{c.get("/healthz").json()["process"] for _ in range(2)} for c in clients]
+        except httpx.TransportError:
+            return set()
+        finally:
+            for c in clients:
+                c.close()
+        assert all(len(s) == 1 for s in seen)
+        return set().union(*seen)
+
+    try:
+        workers = wait_for(lambda: proc.poll() is None and [c.pid for c in psutil.Process(proc.pid).children()
+                                                             if "resource_tracker" not in " ".join(c.cmdline())],
+                           30, "two worker processes")
+        wait_for(lambda: len(answering_processes(16)) == 2, 60, "both workers to answer")
+        assert answering_processes(16) == set(workers) and len(workers) == 2
+
+        taken = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=repo_root, timeout=60)
+        assert taken.returncode == 1 and f"cannot listen on 127.0.0.1:{port}" in taken.stderr + taken.stdout
+        assert answering_processes(16) == set(workers)  # the running server is untouched
+
+        os.kill(workers[0], signal.SIGKILL)
+        replaced = wait_for(lambda: (lambda p: len(p) == 2 and workers[0] not in p and p)(answering_processes(16)),
+                            60, "a new worker replacing the killed one")
+        assert workers[1] in replaced
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0, out
+    assert "exited (exit code -9); starting a new one" in out
+    assert not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE for p in replaced)

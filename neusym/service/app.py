@@ -318,7 +318,8 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
                           published_at=served.version.info.manifest.get("published_at")
                           or served.version.info.manifest.get("created_at"),
                           opened_at=served.opened_at, switches=state.holder.switches,
-                          uptime_s=round(time.monotonic() - state.started, 3), neusym=str(neusym_version))
+                          uptime_s=round(time.monotonic() - state.started, 3), neusym=str(neusym_version),
+                          process=os.getpid())
 
         served = state.holder.current()
         if served is not None:  # answered in the event loop: never queued behind busy pools

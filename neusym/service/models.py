@@ -18,6 +18,7 @@ class Health(BaseModel):
     switches: int = Field(description="Versions switched to since the process started.")
     uptime_s: float
     neusym: str = Field(description="The neusym package version.")
+    process: int = Field(description="Id of the server process that answered (`neusym serve --workers N` runs N).")
 
 
 class HitRerank(BaseModel):
