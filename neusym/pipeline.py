@@ -383,13 +383,30 @@ def _parse_item(item: dict, settings: Settings) -> ParseResult:
                        source=item.get("source"))
 
 
+def parse_worker_count(settings: Settings, items: int) -> int:
+    """Parse worker processes for ``items`` PDFs: ``settings.parse_workers``, or one per usable core
+    (at most 4) when it is 0; never more than the PDFs."""
+    import os
+
+    wanted = settings.parse_workers or min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                           else (os.cpu_count() or 1), 4)
+    return max(1, min(wanted, items))
+
+
+def _init_parse_worker() -> None:
+    from .parse.layout import single_threaded_models
+
+    single_threaded_models()
+
+
 def parse_and_encode(items: list[dict], settings: Settings,
                      on_event: Callable[[str, BaseModel], None] | None = None) -> tuple[list[ParseResult], list[EncodeResult]]:
     """Parse and encode ``items`` (:func:`parse_items`), overlapping the two on the machine's cores.
 
-    With several PDFs the parses run in one worker process (PyMuPDF and the layout models use one
-    core) while this process encodes each finished parse (the encoder uses the rest), in input order.
-    A single PDF is parsed and encoded here. Returns (parse results, encode results), same order.
+    With several PDFs the parses run in :func:`parse_worker_count` worker processes (each runs the
+    layout models on one thread: :func:`neusym.parse.layout.single_threaded_models`) while this
+    process encodes each finished parse, in input order. A single PDF is parsed and encoded here.
+    Returns (parse results, encode results), same order.
     """
     parsed: list[ParseResult] = []
     encoded: list[EncodeResult] = []
@@ -410,7 +427,8 @@ def parse_and_encode(items: list[dict], settings: Settings,
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=parse_worker_count(settings, len(items)),
+                             mp_context=multiprocessing.get_context("spawn"), initializer=_init_parse_worker) as pool:
         futures = [pool.submit(_parse_item, item, settings) for item in items]
         for fut in futures:
             done(fut.result())

