@@ -45,7 +45,7 @@ from .ids import airqa_paper_id
 from .materialize import MaterializeReport, materialize
 from .publish import PublishReport, publish
 from .records import TABLE_RECORDS
-from .settings import Settings
+from .settings import Settings, usable_cores
 from .staging import (
     drop_quarantine,
     fetch_parsed,
@@ -386,11 +386,7 @@ def _parse_item(item: dict, settings: Settings) -> ParseResult:
 def parse_worker_count(settings: Settings, items: int) -> int:
     """Parse worker processes for ``items`` PDFs: ``settings.parse_workers``, or one per usable core
     (at most 4) when it is 0; never more than the PDFs."""
-    import os
-
-    wanted = settings.parse_workers or min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                           else (os.cpu_count() or 1), 4)
-    return max(1, min(wanted, items))
+    return max(1, min(settings.parse_workers or min(usable_cores(), 4), items))
 
 
 def _init_parse_worker() -> None:

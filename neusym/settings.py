@@ -215,6 +215,14 @@ class Settings(BaseSettings):
 
 
 @lru_cache(maxsize=1)
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one, else all; at least 1):
+    what worker and thread-pool sizes are derived from."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def get_settings() -> Settings:
     """The process-wide settings read from the environment (cached; tests build their own ``Settings``)."""
     return Settings()

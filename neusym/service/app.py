@@ -48,7 +48,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import NeusymError, SQLError, SQLTimeoutError, UnsafeSQLError
-from ..settings import Settings
+from ..settings import Settings, usable_cores
 from ..store.versions import NoCorpusVersion
 from .auth import api_key_dependency
 from .corpus import ServedVersion, VersionHolder
@@ -112,8 +112,7 @@ class ServiceState:
         self.holder = holder or VersionHolder(settings)
         self.renderer = PageRenderer()
         self.started = time.monotonic()
-        cores = os.cpu_count() or 2
-        self.sizes = {"search": max(2, cores), "sql": 4, "pages": 2, "meta": 2,
+        self.sizes = {"search": max(2, usable_cores()), "sql": 4, "pages": 2, "meta": 2,
                       "ask": 4 if settings.llm_base_url else 1}
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
         self._lock = threading.Lock()
