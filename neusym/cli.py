@@ -701,7 +701,15 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - the last line of defence of a command-line tool
         if os.environ.get("NEUSYM_DEBUG"):
             raise
+        from pydantic import ValidationError
         from rich.markup import escape
+
+        if isinstance(exc, ValidationError) and exc.title == Settings.__name__:  # a bad NEUSYM_* variable
+            for e in exc.errors():
+                name = "NEUSYM_" + "_".join(str(part) for part in e["loc"]).upper()
+                err.print(f"[red]error:[/red] invalid setting {escape(name)}={escape(repr(e.get('input')))}: "
+                          f"{escape(e['msg'])}", soft_wrap=True, highlight=False)
+            raise SystemExit(1)
 
         err.print(f"[red]error:[/red] {escape(type(exc).__name__)}: {escape(str(exc).strip().splitlines()[0] if str(exc).strip() else '')} "
                   "(set NEUSYM_DEBUG=1 to see where)", soft_wrap=True, highlight=False)

@@ -122,3 +122,20 @@ def test_cli_sql_and_retrieve_print_one_line_errors(corpus, monkeypatch) -> None
     assert bad.exit_code == 2
     lines = bad.stderr.strip().splitlines()
     assert lines == ["error: filter \"page_number == 'abc'\": page_number expects an integer, got 'abc'"], bad.stderr
+
+
+def test_bad_setting_names_the_variable_and_the_reason(tmp_path):
+    """A bad NEUSYM_* variable: one line per bad setting naming it, its value and why; exit 1, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")}, "NEUSYM_HOME": str(tmp_path),
+           "NEUSYM_PARSE_WORKERS": "-1", "NEUSYM_CHUNK_TOKENS": "many"}
+    done = subprocess.run([sys.executable, "-m", "neusym.cli", "status"], env=env, capture_output=True, text=True,
+                          timeout=120)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out
+    assert "invalid setting NEUSYM_PARSE_WORKERS='-1': Input should be greater than or equal to 0" in out
+    assert "invalid setting NEUSYM_CHUNK_TOKENS='many': Input should be a valid integer" in out
+    assert "Traceback" not in out and "ValidationError" not in out
