@@ -281,6 +281,21 @@ def split_sentences(text: str | None, min_chars: int = 20) -> list[str]:
 
 # --------------------------------------------------------------------------------------- dense
 DENSE_BACKENDS = ("onnx-int8", "torch")
+BACKEND_BATCH_SIZE = {"onnx-int8": 1, "torch": 32}
+"""Texts per model call of each backend when ``NEUSYM_DENSE_BATCH_SIZE`` is 0. The int8 graph is
+fastest one text at a time (CPU seconds per text grow with the batch size on real cell texts:
+``benchmarks/results/encode_batch.json``), and its dynamic activation quantization then gives every
+text the same vector whatever else is encoded with it (queries were always encoded alone)."""
+
+
+def batch_size_for(settings: "Settings | None") -> int:
+    """Texts per model call for ``settings`` (default: the process settings): ``dense_batch_size``,
+    or :data:`BACKEND_BATCH_SIZE` of its dense backend when that is 0."""
+    if settings is None:
+        from .settings import get_settings
+
+        settings = get_settings()
+    return settings.dense_batch_size or BACKEND_BATCH_SIZE[settings.dense_backend]
 
 
 def encoder_version(backend: str) -> str:
@@ -404,6 +419,9 @@ class DenseEncoder:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # idle pool threads sleep instead of spinning: the encoder shares the cores with parse
+        # workers (measured on 1,351 cells alone: same wall time, 16% less CPU)
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return ort.InferenceSession(str(self._ensure_onnx()), options, providers=["CPUExecutionProvider"])
 
     def _tok(self):
@@ -451,7 +469,7 @@ class DenseEncoder:
         return self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
 
     def encode_spans(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
-                     batch_size: int = 16) -> tuple["np.ndarray", list[list[list[float] | None]]]:
+                     batch_size: int | None = None) -> tuple["np.ndarray", list[list[list[float] | None]]]:
         """One pass per text gives its vector *and* a vector per character span (late chunking).
 
         ``texts``: n texts; ``spans``: for each text, (start, end) character offsets (e.g. its title
@@ -459,8 +477,11 @@ class DenseEncoder:
         :meth:`encode` gives (mean over the first 256 word pieces); ``span_vectors[i][j]`` is the
         normalised mean of the contextual token states inside span j of text i, or None when fewer
         than half of the span's word pieces fit in the model's window (encode it on its own then).
+        ``batch_size``: texts per model call (default: :data:`BACKEND_BATCH_SIZE` of this backend).
         """
         import numpy as np
+
+        batch_size = batch_size or BACKEND_BATCH_SIZE[self.backend]
 
         from tokenizers import Tokenizer
 
@@ -511,13 +532,15 @@ class DenseEncoder:
         return vectors, span_out
 
     # -- public ---------------------------------------------------------------------------------
-    def encode(self, texts: Sequence[str], *, batch_size: int = 32) -> "np.ndarray":
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None) -> "np.ndarray":
         """Unit-length vectors of ``texts``: float32 array of shape (len(texts), 384), same order.
 
-        Texts longer than 256 word pieces are cut (the model's trained window).
+        Texts longer than 256 word pieces are cut (the model's trained window). ``batch_size``:
+        texts per model call (default: :data:`BACKEND_BATCH_SIZE` of this backend).
         """
         import numpy as np
 
+        batch_size = batch_size or BACKEND_BATCH_SIZE[self.backend]
         texts = list(texts)
         if not texts:
             return np.zeros((0, DENSE_DIM), dtype=np.float32)
@@ -623,9 +646,7 @@ def dense_vectors(texts: Iterable[str], *, settings: "Settings | None" = None, b
     """Unit-length 384-d embeddings of ``texts``: float32 array (n, 384), same order, with the
     settings' dense backend (default: the process settings)."""
     enc = get_encoder(settings)
-    if batch_size is None:
-        batch_size = settings.dense_batch_size if settings is not None else 32
-    return enc.encode(list(texts), batch_size=batch_size)
+    return enc.encode(list(texts), batch_size=batch_size or batch_size_for(settings))
 
 
 def encode_query(text: str, *, settings: "Settings | None" = None) -> list[float]:
@@ -723,7 +744,7 @@ def paper_text_vectors(papers: Sequence[tuple[str | None, str | None, str | None
         texts.append(text)
         spans.append(sp)
         sents_of.append(sentences)
-    full, span_vecs = enc.encode_spans(texts, spans, batch_size=settings.dense_batch_size if settings else 16)
+    full, span_vecs = enc.encode_spans(texts, spans, batch_size=batch_size_for(settings))
     titles = [prepared[i][1] or prepared[i][4] for i in todo]
     alone = {t: v.tolist() for t, v in zip(sorted(set(titles)), enc.encode(sorted(set(titles))))}
     for n, i in enumerate(todo):

@@ -395,40 +395,56 @@ def _init_parse_worker() -> None:
     single_threaded_models()
 
 
+def _page_count(path: str) -> int:
+    """Pages of a PDF for scheduling (0 when it cannot be opened: its parse reports why)."""
+    import pymupdf
+
+    try:
+        with pymupdf.open(path) as doc:
+            return doc.page_count
+    except Exception:
+        return 0
+
+
 def parse_and_encode(items: list[dict], settings: Settings,
                      on_event: Callable[[str, BaseModel], None] | None = None) -> tuple[list[ParseResult], list[EncodeResult]]:
     """Parse and encode ``items`` (:func:`parse_items`), overlapping the two on the machine's cores.
 
     With several PDFs the parses run in :func:`parse_worker_count` worker processes (each runs the
-    layout models on one thread: :func:`neusym.parse.layout.single_threaded_models`) while this
-    process encodes each finished parse, in input order. A single PDF is parsed and encoded here.
-    Returns (parse results, encode results), same order.
+    layout models on one thread: :func:`neusym.parse.layout.single_threaded_models`), longest PDF
+    first so no long parse is left for the end, while this process encodes each parse as soon as it
+    finishes. A single PDF is parsed and encoded here. Returns (parse results, encode results), both
+    in the order of ``items``; ``on_event`` sees them in the order they finish.
     """
-    parsed: list[ParseResult] = []
-    encoded: list[EncodeResult] = []
+    parsed: list[ParseResult | None] = [None] * len(items)
+    encoded: list[EncodeResult | None] = [None] * len(items)
 
-    def done(r: ParseResult) -> None:
-        parsed.append(r)
+    def done(i: int, r: ParseResult) -> None:
+        parsed[i] = r
         if on_event:
             on_event("parse", r)
         e = encode_stage(r, settings)
-        encoded.append(e)
+        encoded[i] = e
         if on_event:
             on_event("encode", e)
 
     if len(items) <= 1:
-        for item in items:
-            done(_parse_item(item, settings))
-        return parsed, encoded
+        for i, item in enumerate(items):
+            done(i, _parse_item(item, settings))
+        return parsed, encoded  # type: ignore[return-value]
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+    pages = [_page_count(item["pdf_path"]) for item in items]
+    order = sorted(range(len(items)), key=lambda i: -pages[i])
     with ProcessPoolExecutor(max_workers=parse_worker_count(settings, len(items)),
                              mp_context=multiprocessing.get_context("spawn"), initializer=_init_parse_worker) as pool:
-        futures = [pool.submit(_parse_item, item, settings) for item in items]
-        for fut in futures:
-            done(fut.result())
-    return parsed, encoded
+        pending = {pool.submit(_parse_item, items[i], settings): i for i in order}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in sorted(finished, key=lambda f: order.index(pending[f])):
+                done(pending.pop(fut), fut.result())
+    return parsed, encoded  # type: ignore[return-value]
 
 
 def ingest(

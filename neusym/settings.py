@@ -98,7 +98,8 @@ class Settings(BaseSettings):
         "home/models) or torch (sentence-transformers). Changing it re-encodes every cell at the next publish.")
     dense_threads: int = Field(0, description="Intra-op threads of batch encoding (0 = the runtime default); queries "
                                "always use one thread.")
-    dense_batch_size: int = 32
+    dense_batch_size: int = Field(0, ge=0, description="Texts per model call when encoding cells and papers; 0 = the "
+                                  "backend's own (onnx-int8: 1, torch: 32; neusym.encode.BACKEND_BATCH_SIZE).")
     bm25_k1: float = 1.2
     bm25_b: float = 0.75
     bm25_avg_doc_tokens: float = Field(

@@ -9,8 +9,10 @@ import pymupdf
 import pytest
 
 from neusym.encode import (
+    BACKEND_BATCH_SIZE,
     ONNX_EXPORT_SHA256,
     DenseEncoder,
+    batch_size_for,
     encoder_version,
     get_encoder,
     mean_vector,
@@ -59,6 +61,23 @@ def test_query_encoding_matches_batch_encoding():
     enc = get_encoder(Settings())
     q = "citation-informed transformers for document embeddings"
     assert np.allclose(enc.encode_query(q), enc.encode([q])[0], atol=1e-5)
+
+
+def test_default_batch_gives_each_text_its_own_vector(page_texts):
+    """With the default batch size (one text per call for onnx-int8) a text's vector does not depend
+    on what else is encoded with it; in batches the int8 graph quantizes a batch's activations
+    together, so the same page text moves slightly with its batchmates."""
+    assert batch_size_for(Settings()) == BACKEND_BATCH_SIZE["onnx-int8"] == 1
+    assert batch_size_for(Settings(dense_backend="torch")) == 32
+    assert batch_size_for(Settings(dense_batch_size=8)) == 8
+    enc = get_encoder(Settings())
+    mixed = page_texts + [TITLE, "BM25", ABSTRACT]
+    together = enc._encode_uncached(mixed, batch_size_for(Settings()))
+    alone = np.stack([enc._encode_uncached([t], 1)[0] for t in mixed])
+    assert np.array_equal(together, alone)
+    batched = enc._encode_uncached(mixed, 16)
+    cos = (batched * alone).sum(axis=1)
+    assert cos.min() > 0.97 and not np.allclose(batched, alone, atol=1e-6), cos
 
 
 @pytest.mark.parametrize("backend", ["onnx-int8", "torch"])
