@@ -182,7 +182,9 @@ def test_a_failed_check_gets_one_repair_round(corpus_settings, ids):
 
 def test_a_number_written_as_an_expression_is_computed_and_its_operands_checked(corpus_settings, ids):
     fmt = "Your answer should be a single integer."
-    llm = ScriptedLLM([{"answer": "2 + 3", "evidence": [1]}])
+    # cites the top three passages: the one giving "2 hard negatives ... and 3 easy" is among them
+    # (its rank moves with the encoder's vectors; ranking is not what this test checks)
+    llm = ScriptedLLM([{"answer": "2 + 3", "evidence": [1, 2, 3]}])
     result = answer_question("How many negatives in total does SPECTER sample for each query paper?",
                              settings=corpus_settings, llm=llm, method="auto", answer_format=fmt,
                              paper_ids=[ids["SPECTER"]])
