@@ -437,12 +437,13 @@ def parse_and_encode(items: list[dict], settings: Settings,
 
     pages = [_page_count(item["pdf_path"]) for item in items]
     order = sorted(range(len(items)), key=lambda i: -pages[i])
+    rank = {i: r for r, i in enumerate(order)}  # submission rank of each item
     with ProcessPoolExecutor(max_workers=parse_worker_count(settings, len(items)),
                              mp_context=multiprocessing.get_context("spawn"), initializer=_init_parse_worker) as pool:
         pending = {pool.submit(_parse_item, items[i], settings): i for i in order}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in sorted(finished, key=lambda f: order.index(pending[f])):
+            for fut in sorted(finished, key=lambda f: rank[pending[f]]):
                 done(pending.pop(fut), fut.result())
     return parsed, encoded  # type: ignore[return-value]
 
