@@ -52,8 +52,8 @@ def cell_texts(pdfs: list[Path], home: Path) -> list[str]:
 
 def main() -> None:
     import numpy as np
-
     from ingest_bench import DEFAULT, SHARED_PDFS
+
     from neusym.encode import DenseEncoder
 
     ap = argparse.ArgumentParser()

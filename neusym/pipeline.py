@@ -402,7 +402,7 @@ def _page_count(path: str) -> int:
     try:
         with pymupdf.open(path) as doc:
             return doc.page_count
-    except Exception:
+    except Exception:  # noqa: BLE001 - any unreadable PDF only loses its place in the queue; its parse says why
         return 0
 
 
