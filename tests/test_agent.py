@@ -708,4 +708,17 @@ def test_offline_model_smoke(monkeypatch) -> None:
     assert reply.prompt_tokens > 0 and reply.completion_tokens > 0
     again = llm.chat(messages, json_schema=schema, max_tokens=200)
     assert again.cached_tokens >= reply.prompt_tokens - 1  # same prefix → served from the KV cache
+    # the focused route's typed answer schema is a grammar llama.cpp accepts: a list format gives a JSON array
+    from neusym.agent.auto import FOCUSED_SYSTEM, answer_schema
+
+    fmt = "Your answer should be a Python list of two integers: [hard negatives, easy negatives]."
+    evidence = ("[1] (page 5, section '3 Experimental Setup') We empirically found it helpful to use 2 hard negatives "
+                "(citations of citations) and 3 easy negatives (randomly selected papers) for each query paper.")
+    typed = llm.chat([{"role": "system", "content": FOCUSED_SYSTEM},
+                      {"role": "user", "content": "[Question]: How many hard negatives and how many easy negatives "
+                                                  f"does SPECTER sample per query paper?\n[Answer Format]: {fmt}\n"
+                                                  f"[Evidence]:\n{evidence}"}],
+                     json_schema=answer_schema(fmt), max_tokens=60)
+    answer = json.loads(typed.text)["answer"]
+    assert isinstance(answer, list) and len(answer) == 2
     print(f"assemble/verify {assemble_s:.1f} s, load {llm.load_seconds:.1f} s, first reply {reply.seconds:.1f} s")

@@ -16,7 +16,7 @@ import pymupdf
 import pytest
 
 from neusym.agent.actions import Environment
-from neusym.agent.auto import features, route_question, search_filters
+from neusym.agent.auto import features, route_question, search_filters, table_rows_text
 from neusym.agent.react import answer_question
 from neusym.agent.symbolic import parse_intent
 from neusym.agent.verify import verify
@@ -130,6 +130,28 @@ def test_symbolic_counts_several_kinds_in_the_order_asked(corpus_settings):
     assert chained.answer == [len(figures), len(tables)] and len(chained.verification["checks"][0]["detail"]) > 20
 
 
+def test_authors_shared_by_two_papers_are_a_symbolic_answer(corpus_settings, ids):
+    graph_pdf = SAMPLES / "naacl2018_N18-3011_SemanticScholarLiteratureGraph.pdf"
+    both = answer_question("Which authors appear on both the SPECTER paper and the paper 'Construction of the "
+                           "Literature Graph in Semantic Scholar'?", settings=corpus_settings, llm=NoLLM(),
+                           method="auto", answer_format="Your answer should be a Python list of full author names.")
+    # read off page 1 of both PDFs: these three are on both; Arman Cohan and Daniel S. Weld only on SPECTER's
+    assert both.route == "symbolic" and both.answer == ["Sergey Feldman", "Iz Beltagy", "Doug Downey"]
+    specter1, graph1 = (" ".join(pdf_text(p, 1).split()) for p in (SPECTER_PDF, graph_pdf))
+    assert all(name in specter1 and name in graph1 for name in both.answer)
+    assert "Arman Cohan" in specter1 and "Arman Cohan" not in graph1 and "Weld" not in graph1
+    assert both.verification["status"] == "pass" and {c["paper_id"] for c in both.citations} == {
+        ids["SPECTER"], ids["Construction of the Literature Graph in Semantic Scholar"]}
+    one = answer_question("Which author of the LongEval paper is also an author of SPECTER?", settings=corpus_settings,
+                          llm=NoLLM(), method="auto",
+                          answer_format="Your answer should be the author's full name as a single string.")
+    assert one.route == "symbolic" and one.answer == "Arman Cohan"
+    assert "Arman Cohan" in " ".join(pdf_text(SAMPLES / "eacl2023_2023.eacl-main.121_LongEval.pdf", 1).split())
+    # a question about both papers' content is not an author question
+    assert parse_intent("What do the authors of both papers use TagMe for?") is None
+    assert parse_intent("What do the authors of SPECTER use as negatives?") is None
+
+
 def test_paper_search_route_needs_no_llm(corpus_settings):
     result = answer_question("Is there any paper that investigates when language models should not be trusted and "
                              "retrieval helps for long-tail entities?", settings=corpus_settings, llm=NoLLM(),
@@ -206,6 +228,69 @@ def test_an_answer_of_the_wrong_shape_gets_a_repair_round(corpus_settings, ids):
     assert result.answer == [2, 3] and result.verification["status"] == "pass" and result.verification["repaired"]
 
 
+def test_the_answer_is_constrained_to_the_type_its_format_asks_for(corpus_settings, ids):
+    from neusym.agent.auto import answer_schema
+
+    value = lambda fmt, compute=False: answer_schema(fmt, compute=compute)["properties"]["answer"]  # noqa: E731
+    assert value(FMT_NEG) == {"type": "array", "minItems": 2, "maxItems": 2, "items": value(FMT_NEG)["items"]}
+    assert {t["type"] for t in value(FMT_NEG)["items"]["anyOf"]} == {"string", "number", "boolean"}
+    assert value("Your answer should be a single integer.") == {"type": "integer"}
+    assert value("Your answer should be a float rounded to 2 decimal places.") == {"type": "number"}
+    assert value("Your answer should be a Python boolean, True or False.") == {"type": "boolean"}
+    assert value("Your answer should be the title of the paper WITHOUT ANY EXPLANATION.")["type"] == "string"
+    # a computed number stays a string: the model may write the expression, CalculateExpr computes it
+    assert value("Your answer should be a single integer.", True)["type"] == "string"
+    assert value(FMT_NEG, True)["type"] == "string"
+    # the model's JSON array is the answer as it is (no string to re-parse)
+    llm = ScriptedLLM([{"answer": [2, 3], "evidence": [1, 2]}])
+    result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
+                             paper_ids=[ids["SPECTER"]])
+    assert llm.requests[0]["json_schema"]["properties"]["answer"]["minItems"] == 2
+    assert result.answer == [2, 3] and result.verification["status"] == "pass" and len(llm.requests) == 1
+
+
+def test_author_questions_read_the_author_block_of_page_one(corpus_settings, ids):
+    page1 = pdf_text(SAMPLES / "acl2023_DecompX_acl-long.pdf", 1)
+    assert "University of Tehran" in page1
+    llm = ScriptedLLM([{"answer": ["Mohsen Fayyaz", "Ehsan Aghazadeh", "Yadollah Yaghoobzadeh"], "evidence": [1]}])
+    result = answer_question("Which authors of the DecompX paper are affiliated with the University of Tehran?",
+                             settings=corpus_settings, llm=llm, method="auto",
+                             answer_format="Your answer should be a Python list of author names.")
+    assert result.route == "focused"
+    first = llm.requests[0]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].split("\n[2]")[0]
+    assert first.startswith("[1] (page 1, pages.page_content) DecompX") and "University of Tehran" in first
+    assert "Abstract" not in first and "Mohsen Fayyaz" in first
+    assert result.verification["status"] == "pass"
+    cite = result.citations[0]
+    assert (cite["table_name"], cite["page_number"], cite["paper_id"]) == ("pages", 1, ids["DecompX"])
+    with Environment(corpus_settings) as env:
+        content = env.query("SELECT page_content FROM pages WHERE page_id::VARCHAR = ?", [cite["primary_key"]])[0][0]
+    assert cite["quote"] in content
+    # a question about a paper's content gets no author block
+    llm2 = ScriptedLLM([{"answer": [2, 3], "evidence": [1]}])
+    answer_question(Q_NEG, settings=corpus_settings, llm=llm2, method="auto", answer_format=FMT_NEG,
+                    paper_ids=[ids["SPECTER"]])
+    assert "pages.page_content" not in llm2.requests[0]["messages"][1]["content"]
+
+
+def test_a_table_reaches_the_prompt_whole_as_rows_under_its_caption(corpus_settings, ids):
+    # the PDF's own text of SPECTER's row in Table 1 (page 7), one value per line
+    page7 = pdf_text(SPECTER_PDF, 7)
+    row = page7[page7.index("SPECTER (Ours)"):].split("Table 1:")[0].split()[2:]
+    assert len(row) == 13 and row[0] == "82.0"
+    llm = ScriptedLLM([{"answer": "SGC", "evidence": [1]}])
+    answer_question("In SPECTER's main results table on SCIDOCS, which model reaches the highest MAP on the Cite task?",
+                    settings=corpus_settings, llm=llm, method="auto", paper_ids=[ids["SPECTER"]],
+                    answer_format="Your answer should be the model name as a single string.")
+    prompt = llm.requests[0]["messages"][1]["content"]
+    items = re.split(r"\n(?=\[\d+\] \()", prompt.split("[Evidence]:\n", 1)[1])
+    table = next(item for item in items if item.split("\n")[0].split(")")[0].endswith(", table"))
+    lines = table.split("\n")
+    assert "Table 1: Results on the SCIDOCS evaluation suite" in lines[0] and "<td>" not in prompt
+    assert "SPECTER (Ours) | " + " | ".join(row) in lines  # the last row too: the whole table fits
+    assert sum(1 for line in lines if line.count(" | ") == 13) >= 10  # one line per row, columns aligned
+
+
 @pytest.mark.parametrize("fmt, answer, expected, ok", [
     # answer formats of the AirQA-style dev set, answers as the offline model wrote them
     ("Your answer should be a Python list of two elements: the name of the distance function as a short string and "
@@ -233,6 +318,15 @@ def test_answers_are_put_in_the_shape_their_format_asks_for(fmt, answer, expecte
     assert shaped.ok is ok and shaped.value == expected and type(shaped.value) is type(expected)
     if ok is False:
         assert shaped.detail
+
+
+def test_table_rows_text_keeps_columns_aligned_across_spans():
+    html = ('<table><tr><th>Model</th><th colspan="2">Co-View</th></tr><tr><td>SPECTER</td><td>83.6</td>'
+            '<td>91.5</td></tr><tr><td>a &amp; b</td><td></td><td>1</td></tr></table>')
+    assert table_rows_text(html).split("\n") == ["Model | Co-View | Co-View", "SPECTER | 83.6 | 91.5", "a & b |  | 1"]
+    assert table_rows_text("no table here") == "no table here"
+    cut = table_rows_text("<table><tr><td>cut <td")  # truncated HTML: the cell that was being read
+    assert cut.startswith("cut") and "<table>" not in cut
 
 
 def test_verifier_units():

@@ -27,10 +27,18 @@ import logging
 import re
 import time
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from typing import Any, Callable
 
 from neusym.agent.citations import citations_for
-from neusym.agent.symbolic import Intent, answer_intent, parse_intent, render_answer, resolve_papers
+from neusym.agent.symbolic import (
+    Intent,
+    answer_intent,
+    answer_shared_authors,
+    parse_intent,
+    render_answer,
+    resolve_papers,
+)
 from neusym.agent.verify import Verification, asks_to_compute, normalised_titles, verify
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
 from neusym.errors import NeusymError
@@ -105,7 +113,9 @@ def route_question(question: str, *, paper_ids: list[str] | None, answer_format:
     f["papers_resolved"] = len(papers)
     if not paper_ids and (f["paper_search_cue"] or (conferences and f["title_format"])):
         return RouteDecision("paper_search", f, "asks for a paper, none given", papers)
-    if intent is not None and len(papers) == 1 and not f["compare_cue"]:
+    if intent is not None and intent.kind == "shared_authors" and len(papers) >= 2:
+        return RouteDecision("symbolic", f, "authors shared by the papers", papers, intent)
+    if intent is not None and intent.kind != "shared_authors" and len(papers) == 1 and not f["compare_cue"]:
         return RouteDecision("symbolic", f, f"metadata/aggregate intent '{intent.kind}' about one paper", papers, intent)
     if len(papers) == 1 and not f["compare_cue"]:
         return RouteDecision("focused", f, "about one paper's content", papers, intent)
@@ -162,6 +172,8 @@ RRF_K = 60
 OFF_MODALITY_WEIGHT = 0.35
 EVIDENCE_ITEMS = 4
 EVIDENCE_CHARS = 650
+#: A table or figure (caption and rows / OCR text) may take more room than a text chunk: cut there.
+ELEMENT_EVIDENCE_CHARS = 2000
 
 
 def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
@@ -190,6 +202,111 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
     return [dict(cells[key], rrf=round(fused[key], 5)) for key in ranked]
 
 
+_AUTHOR_BLOCK = re.compile(r"\baffiliat\w*|\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal(?:ly)?\s+contribut\w*|"
+                           r"\bcorresponding\s+authors?\b|\bauthors?\b|\binstitut(?:e|es|ion|ions)\b|"
+                           r"\buniversit(?:y|ies)\b", re.I)
+_AUTHOR_NOTE = re.compile(r"equal(?:ly)?\s+contribut|contributed\s+equally|corresponding\s+author|work\s+(?:was\s+)?done|"
+                          r"first\s+authors|joint\s+first", re.I)
+_ABSTRACT_HEAD = re.compile(r"\n\s*(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
+
+
+def author_block_cells(question: str, papers: list[tuple[str, str]], env: Any) -> list[dict]:
+    """Page-1 cells with the author block of each paper, for questions about authors, affiliations,
+    e-mails or equal contribution (which retrieval over chunks rarely ranks first): the page text
+    before the abstract heading (at most :data:`EVIDENCE_CHARS` characters) and each page-1 line
+    with an author note ("equal contribution", "corresponding author", "work done at ..."), both
+    verbatim from ``pages.page_content``. ``[]`` when the question names none of these."""
+    if not _AUTHOR_BLOCK.search(question or "") or not papers:
+        return []
+    ids = [pid for pid, _ in papers]
+    rows = env.query("SELECT page_id::VARCHAR, ref_paper_id::VARCHAR, page_content FROM pages WHERE page_number = 1 "
+                     f"AND ref_paper_id::VARCHAR IN ({', '.join('?' for _ in ids)})", ids)
+    out = []
+    for page_id, _paper_id, content in rows:
+        content = content or ""
+        head = _ABSTRACT_HEAD.split(content, maxsplit=1)[0].strip()[:EVIDENCE_CHARS]
+        base = {"table_name": "pages", "column_name": "page_content", "primary_key": page_id, "page_number": 1}
+        if head:
+            out.append(dict(base, text=head))
+        out.extend(dict(base, text=line.strip()) for line in content.splitlines()
+                   if _AUTHOR_NOTE.search(line) and line.strip() not in head)
+    return out
+
+
+class _TableRows(HTMLParser):
+    """Rows of an HTML table as lists of cell texts; a cell spanning n columns is repeated n times so
+    the columns of every row stay aligned with the header."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+        self._span = 1
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+            span = dict(attrs).get("colspan") or "1"
+            self._span = min(int(span), 20) if span.isdigit() and int(span) > 0 else 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            if not self.rows:
+                self.rows.append([])
+            self.rows[-1].extend([" ".join("".join(self._cell).split())] * self._span)
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def close(self) -> None:
+        super().close()
+        if self._cell is not None:  # cut HTML: keep the cell that was being read
+            self.handle_endtag("td")
+
+
+def table_rows_text(html_table: str) -> str:
+    """An HTML table (``tables.table_content``) as one line per row, cells joined by `` | ``
+    (column spans repeated, so columns line up); the input unchanged when it holds no table row.
+    A third of the characters of the HTML for the same rows, which lets a whole table into the
+    focused prompt."""
+    parser = _TableRows()
+    try:
+        parser.feed(html_table or "")
+        parser.close()
+    except (ValueError, AssertionError):
+        return html_table
+    lines = [" | ".join(row) for row in parser.rows if any(row)]
+    return "\n".join(lines) if lines else html_table
+
+
+def element_contexts(cells: list[dict], env: Any) -> None:
+    """Set ``context`` on table and figure cells: the whole element as a reader sees it, whichever of
+    its columns matched. Tables: caption, then the rows (:func:`table_rows_text`); figures: caption,
+    then the text OCR read inside the figure. Other cells are left as they are."""
+    for table, columns in (("tables", "table_caption, table_content"), ("images", "image_caption, image_ocr_text")):
+        pk = "table_id" if table == "tables" else "image_id"
+        keys = [str(c["primary_key"]) for c in cells if c["table_name"] == table]
+        if not keys:
+            continue
+        rows = env.query(f"SELECT {pk}::VARCHAR, {columns} FROM {table} WHERE {pk}::VARCHAR IN "
+                         f"({', '.join('?' for _ in keys)})", keys)
+        found = {key: (caption or "", body or "") for key, caption, body in rows}
+        for c in cells:
+            if c["table_name"] != table or str(c["primary_key"]) not in found:
+                continue
+            caption, body = found[str(c["primary_key"])]
+            caption = " ".join(caption.split())
+            if table == "tables":
+                c["context"] = (caption + "\n" if caption else "") + table_rows_text(body)
+            else:
+                ocr = " ".join(body.split())
+                c["context"] = caption + (f"\n[text inside the figure, read by OCR]: {ocr}" if ocr else "")
+
+
 def _evidence_block(cells: list[dict], env: Any) -> list[str]:
     chunk_ids = [c["primary_key"] for c in cells if c["table_name"] == "chunks"]
     sections = {}
@@ -204,24 +321,54 @@ def _evidence_block(cells: list[dict], env: Any) -> list[str]:
         where = f"page {c.get('page_number')}"
         if c["table_name"] == "chunks" and sections.get(c["primary_key"]):
             where += f", section '{sections[c['primary_key']]}'"
+        elif c["table_name"] in ("tables", "images") and c.get("context"):
+            where += ", table" if c["table_name"] == "tables" else ", figure"
         elif c["table_name"] != "chunks":
             where += f", {c['table_name']}.{c['column_name']}"
-        text = " ".join((c.get("text") or "").split())
-        if len(text) > EVIDENCE_CHARS:
-            text = text[:EVIDENCE_CHARS] + " ..."
+        if c.get("context"):  # a table or figure: keep its rows on their lines
+            text = "\n".join(" ".join(line.split()) for line in c["context"].splitlines() if line.strip())
+            limit = ELEMENT_EVIDENCE_CHARS
+        else:
+            text, limit = " ".join((c.get("text") or "").split()), EVIDENCE_CHARS
+        if len(text) > limit:
+            text = text[:limit] + " ..."
         out.append(f"[{i}] ({where}) {text}")
     return out
 
 
-_ANSWER_SCHEMA = {
-    "type": "object",
-    "properties": {
-        "answer": {"type": "string", "maxLength": 500},
-        "evidence": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 9}, "maxItems": 4},
-    },
-    "required": ["answer", "evidence"],
-    "additionalProperties": False,
-}
+_EVIDENCE_NUMBERS = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 9}, "maxItems": 4}
+_TEXT = {"type": "string", "maxLength": 500}
+_ELEMENT = {"anyOf": [{"type": "string", "maxLength": 300}, {"type": "number"}, {"type": "boolean"}]}
+
+
+def answer_schema(answer_format: str | None, *, compute: bool = False) -> dict:
+    """The JSON schema of the focused answer: ``{"answer": <value>, "evidence": [excerpt numbers]}``
+    with ``<value>`` typed as the answer format asks (:func:`neusym.agent.answer_format.shape_of`):
+    a JSON array of exactly N strings / numbers / booleans for "a Python list of N elements", an
+    integer, a number, a boolean, else a string. Constraining a small model to a string when the
+    format asks for a list or a number made it write fragments such as ``:[`` or ``,27``.
+    ``compute``: the question asks for a computed number, so numbers (and lists) stay strings the
+    model may write as an arithmetic expression, computed afterwards by CalculateExpr."""
+    from neusym.agent.answer_format import shape_of
+
+    shape = shape_of(answer_format)
+    value: dict = _TEXT
+    if shape.kind == "list" and not compute:
+        value = {"type": "array", "items": _ELEMENT}
+        if shape.length:
+            value.update(minItems=shape.length, maxItems=shape.length)
+        else:
+            value["maxItems"] = 20
+    elif shape.kind == "int" and not compute:
+        value = {"type": "integer"}
+    elif shape.kind == "float" and not compute:
+        value = {"type": "number"}
+    elif shape.kind == "bool":
+        value = {"type": "boolean"}
+    return {"type": "object", "properties": {"answer": value, "evidence": _EVIDENCE_NUMBERS},
+            "required": ["answer", "evidence"], "additionalProperties": False}
+
+
 FOCUSED_SYSTEM = (
     "You answer a question about a research paper using only the numbered evidence excerpts. "
     "Reply with JSON: \"answer\" in exactly the required answer format, and \"evidence\": the numbers of the "
@@ -236,20 +383,24 @@ COMPUTE_HINT = (
 
 
 def focused_answer(question: str, answer_format: str | None, papers: list[tuple[str, str]], cells: list[dict],
-                   env: Any, llm: Any, *, note: str = "") -> tuple[str, list[dict], Any]:
-    """One LLM call over the evidence ``cells``: (answer text, the cells it cites, the LLM reply)."""
+                   env: Any, llm: Any, *, note: str = "") -> tuple[Any, list[dict], Any]:
+    """One LLM call over the evidence ``cells``, its reply constrained by :func:`answer_schema`: (the answer
+    as the model wrote it — a string, or a list / number / boolean when the format asks for one —, the
+    cells it cites, the LLM reply)."""
     lines = _evidence_block(cells, env)
     titles = "; ".join(t for _, t in papers)
     user = (f"[Question]: {question.strip()}\n[Answer Format]: {(answer_format or 'A concise answer.').strip()}\n"
             f"[Paper]: {titles}\n[Evidence]:\n" + "\n".join(lines))
     if note:
         user += f"\n[Check]: {note}"
-    system = FOCUSED_SYSTEM + (COMPUTE_HINT if asks_to_compute(question) else "")
+    compute = asks_to_compute(question)
+    system = FOCUSED_SYSTEM + (COMPUTE_HINT if compute else "")
     reply = llm.chat([{"role": "system", "content": system}, {"role": "user", "content": user}],
-                     json_schema=_ANSWER_SCHEMA, max_tokens=200)
+                     json_schema=answer_schema(answer_format, compute=compute), max_tokens=200)
     try:
         data = json.loads(reply.text)
-        answer = str(data.get("answer", "")).strip()
+        answer = data.get("answer", "")
+        answer = answer.strip() if isinstance(answer, str) else answer
         used = [cells[i - 1] for i in data.get("evidence", []) if isinstance(i, int) and 1 <= i <= len(cells)]
     except (ValueError, TypeError, AttributeError):
         answer, used = reply.text.strip(), []
@@ -298,7 +449,10 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
                                       papers=[pid for pid, _ in decision.papers], llm_used=decision.llm_used)
         logger.info("route %s (%s) for %r: %s", decision.route, decision.reason, question[:120], decision.features)
         if decision.route == "symbolic":
-            sym = answer_intent(decision.intent, decision.papers[0], env, answer_format)
+            if decision.intent.kind == "shared_authors":
+                sym = answer_shared_authors(decision.papers, env, answer_format)
+            else:
+                sym = answer_intent(decision.intent, decision.papers[0], env, answer_format)
             if sym is not None:
                 add_step(Step(thought=sym.explanation, action="RetrieveFromDatabase",
                               arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
@@ -306,8 +460,9 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
                 result.verification = verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
                 result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
                 return result
-            result.route = "focused"  # the template could not answer (no such section, ...): read the paper
-            result.route_features["reason"] += "; template had no answer, read the paper instead"
+            # the template could not answer (no such section, no author list ...): read the paper(s)
+            result.route = "focused" if len(decision.papers) == 1 else "agent"
+            result.route_features["reason"] += f"; template had no answer, {result.route} instead"
         if result.route == "paper_search":
             return _paper_search(question, conferences, env, settings, result, add_step)
         if result.route == "focused":
@@ -357,6 +512,8 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
     from neusym.agent.react import Step
 
     cells = focused_evidence(question, decision.papers, env, modality=decision.features.get("modality", []))
+    cells = author_block_cells(question, decision.papers, env) + cells
+    element_contexts(cells, env)
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in decision.papers]},
                   observation="\n".join(_evidence_block(cells, env)), fixed=True))
@@ -367,7 +524,8 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
                   completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
     cited = used or cells[:2]
     shaped = _conform(answer, answer_format, add_step)
-    check = verify(answer, [c["text"] for c in (used or cells)], question=question, conformed=shaped)
+    check = verify(answer, [c.get("context") or c["text"] for c in (used or cells)], question=question,
+                   conformed=shaped)
     if check.status == "fail":
         note = "; ".join(f"'{c.claim}' {c.detail}" for c in check.failed) + ". Answer again from the evidence only."
         again, used2, reply2 = focused_answer(question, answer_format, decision.papers, cells, env, llm, note=note)
@@ -376,7 +534,8 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
                       raw=reply2.text, prompt_tokens=reply2.prompt_tokens,
                       completion_tokens=reply2.completion_tokens, cached_tokens=reply2.cached_tokens))
         shaped2 = _conform(again, answer_format, add_step)
-        check2 = verify(again, [c["text"] for c in (used2 or cells)], question=question, conformed=shaped2)
+        check2 = verify(again, [c.get("context") or c["text"] for c in (used2 or cells)], question=question,
+                        conformed=shaped2)
         if check2.status != "fail" or len(check2.failed) < len(check.failed):
             answer, cited, check, shaped = again, used2 or cells[:2], check2, shaped2
         check.repaired = True
@@ -408,5 +567,5 @@ def _count(result: Any, reply: Any) -> None:
     result.cached_tokens += reply.cached_tokens
 
 
-__all__ = ["ROUTES", "RouteDecision", "answer_auto", "features", "focused_evidence", "route_question",
-           "search_filters"]
+__all__ = ["ROUTES", "RouteDecision", "answer_auto", "answer_schema", "author_block_cells", "element_contexts", "features", "focused_evidence", "route_question",
+           "search_filters", "table_rows_text"]

@@ -45,7 +45,8 @@ _IN_SECTION = re.compile(
     r"(?:section|subsection)\b|section\s+[\"“'](?P<qname>[^\"”']{3,60})[\"”'])", re.I)
 _AUTHOR_POS = re.compile(r"\b(first|last|second|third|fourth|fifth|corresponding)\s+author\b", re.I)
 _AUTHORS = re.compile(r"\b(?:who\s+(?:are|were|is|wrote)\b.*\bauthors?\b|(?:list|name|give)\s+(?:all\s+)?(?:of\s+)?"
-                      r"(?:the\s+)?authors\b|\bwho\s+wrote\b|\bthe\s+authors\s+of\b)", re.I)
+                      r"(?:the\s+)?authors\b|\bwho\s+wrote\b|^\s*(?:what|which)\s+are\s+the\s+(?:names\s+of\s+the\s+)?"
+                      r"authors\b)", re.I)
 _VENUE = re.compile(r"\b(?:which|what|at what|in what|in which)\s+(?:conference|venue|proceedings|workshop)\b|"
                     r"\bwhere\s+was\b.*\bpublished\b", re.I)
 _YEAR = re.compile(r"\b(?:which|what|in what|in which)\s+year\b|\bwhen\s+was\b.*\bpublished\b|"
@@ -58,13 +59,19 @@ _UNCOVERED = re.compile(
     re.I)
 """Parts of a question no template answers (proceedings pages, affiliations, e-mails, equal
 contribution, DOI, funding): such a question is not symbolic, even when it also asks for a venue."""
+_SHARED_AUTHORS = re.compile(
+    r"^\s*(?:which|name|list)\s+(?:the\s+|all\s+)?(?:\w+\s+)?authors?\b[^?]{0,100}?\b(?:on|of|in)\s+both\b|"
+    r"^\s*who\b[^?]{0,60}?\b(?:wrote|authored|co-?authored|is\s+an\s+author\s+of|are\s+authors\s+of)\s+both\b|"
+    r"\bauthors?\b[^?]{0,80}?\b(?:is\s+also\s+an?\s+author|are\s+also\s+(?:the\s+)?authors)\b|"
+    r"\bauthors?\b[^?]{0,60}?\bin\s+common\b|\bauthors?\s+shared\s+by\b|\b(?:common|shared)\s+authors?\b", re.I)
+"""Who wrote both papers: "Which authors appear on both X and Y?", "Which author of X is also an author of Y?"."""
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
 
 
 @dataclass
 class Intent:
-    """A recognised symbolic question: ``kind`` (count, authors, author, venue, year, venue_year,
-    title) and its parameters (``element``, ``section``, ``position``); ``elements`` when one
+    """A recognised symbolic question: ``kind`` (count, authors, author, authors_count, publication,
+    title, shared_authors) and its parameters (``element``, ``section``, ``position``); ``elements`` when one
     question counts several kinds ("how many figures and how many tables"), in the order asked."""
 
     kind: str
@@ -93,6 +100,8 @@ def parse_intent(question: str) -> Intent | None:
     q = " ".join(question.split())
     if _UNCOVERED.search(q):
         return None
+    if _SHARED_AUTHORS.search(q):
+        return Intent("shared_authors")
     m = _COUNT.search(q) or _NUMBER_OF.search(q)
     if m:
         element = ELEMENT_WORDS[m.group(1).lower()]
@@ -291,6 +300,41 @@ def answer_intent(intent: Intent, paper: tuple[str, str], env: Any, answer_forma
     return None
 
 
+def _name_key(name: str) -> str:
+    """An author name for matching across papers: accents, case, initials and punctuation dropped
+    ("Daniel S. Weld" and "Daniel Weld" match)."""
+    words = _norm(name).split()
+    return " ".join(w for w in words if len(w) > 1)
+
+
+def answer_shared_authors(papers: list[tuple[str, str]], env: Any, answer_format: str | None = None) -> SymbolicAnswer | None:
+    """The authors ``metadata.authors`` lists on every one of ``papers`` (at least two), as printed on
+    the first paper, in its order; names match without accents, case and initials. A single name
+    when the answer format asks for one string and exactly one author is shared. None with fewer
+    than two papers or a paper without an author list."""
+    from neusym.agent.answer_format import shape_of
+
+    if len(papers) < 2:
+        return None
+    sql = "SELECT authors FROM metadata WHERE paper_id = ?"
+    lists = []
+    for pid, _ in papers:
+        rows = env.query(sql, [pid])
+        if not rows or not rows[0][0]:
+            return None
+        lists.append(list(rows[0][0]))
+    keys = [{_name_key(a) for a in authors} for authors in lists[1:]]
+    shared = [a for a in lists[0] if all(_name_key(a) in k for k in keys)]
+    titles = " and ".join(f"'{t}'" for _, t in papers)
+    explanation = (f"Authors on both {titles}: {', '.join(shared) or 'none'} (metadata.authors: "
+                   + "; ".join(f"{t.split(':')[0]}: {', '.join(a)}" for (_, t), a in zip(papers, lists)) + ").")
+    answer: Any = shared
+    if len(shared) == 1 and shape_of(answer_format).kind in ("str", "free") and answer_format:
+        answer = shared[0]
+    cells = [{"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": t} for pid, t in papers]
+    return SymbolicAnswer(answer, explanation, [sql] * len(papers), cells)
+
+
 def render_answer(value: Any) -> str:
     """The text form of a symbolic answer (lists as Python lists, like the agent's answers)."""
     if isinstance(value, (list, tuple)):
@@ -298,5 +342,5 @@ def render_answer(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "paper_catalog", "parse_intent", "render_answer",
+__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "answer_shared_authors", "paper_catalog", "parse_intent", "render_answer",
            "resolve_papers"]
