@@ -56,6 +56,20 @@ class NoLLM:
         raise AssertionError("this route must not call the LLM")
 
 
+class ChoosingLLM(ScriptedLLM):
+    """A scripted LLM whose replies may be functions of the request's JSON schema (to pick an enum
+    value the test cannot know in advance, such as the evidence number of a retrieved table)."""
+
+    def __init__(self, replies):
+        super().__init__([])
+        self.script = list(replies)
+
+    def chat(self, messages, *, json_schema=None, max_tokens=None):
+        reply = self.script.pop(0)
+        self.replies = [json.dumps(reply(json_schema) if callable(reply) else reply)]
+        return super().chat(messages, json_schema=json_schema, max_tokens=max_tokens)
+
+
 # ---------------------------------------------------------------------------------------- routing
 def test_features_and_intents():
     f = features("How many tables does the SPECTER paper have?", None, "An integer.")
@@ -278,11 +292,11 @@ def test_a_table_reaches_the_prompt_whole_as_rows_under_its_caption(corpus_setti
     page7 = pdf_text(SPECTER_PDF, 7)
     row = page7[page7.index("SPECTER (Ours)"):].split("Table 1:")[0].split()[2:]
     assert len(row) == 13 and row[0] == "82.0"
-    llm = ScriptedLLM([{"answer": "SGC", "evidence": [1]}])
+    llm = ChoosingLLM([{"operation": "none", "column": "none", "threshold": 0}, {"answer": "SGC", "evidence": [1]}])
     answer_question("In SPECTER's main results table on SCIDOCS, which model reaches the highest MAP on the Cite task?",
                     settings=corpus_settings, llm=llm, method="auto", paper_ids=[ids["SPECTER"]],
                     answer_format="Your answer should be the model name as a single string.")
-    prompt = llm.requests[0]["messages"][1]["content"]
+    prompt = llm.requests[1]["messages"][1]["content"]
     items = re.split(r"\n(?=\[\d+\] \()", prompt.split("[Evidence]:\n", 1)[1])
     table = next(item for item in items if item.split("\n")[0].split(")")[0].endswith(", table"))
     lines = table.split("\n")
@@ -318,6 +332,79 @@ def test_answers_are_put_in_the_shape_their_format_asks_for(fmt, answer, expecte
     assert shaped.ok is ok and shaped.value == expected and type(shaped.value) is type(expected)
     if ok is False:
         assert shaped.detail
+
+
+GRAPH_PDF = SAMPLES / "naacl2018_N18-3011_SemanticScholarLiteratureGraph.pdf"
+Q_LOWEST = "Which metadata field does the ScienceParse system extract with the lowest F1, and what is that F1?"
+FMT_LOWEST = "Your answer should be a Python list of two elements: [field name as a string, F1 as a float]."
+
+
+def _column(name):
+    return lambda schema: {"operation": "lowest", "threshold": 0,
+                           "column": next(c for c in schema["properties"]["column"]["enum"] if c.endswith(f"] {name}"))}
+
+
+def test_an_extremum_over_a_table_is_computed_not_read(corpus_settings, ids):
+    # Table 1 of the PDF (page 3), read by hand: 'title' has the lowest F1, 85.5 (the dev set's gold answer)
+    page3 = " ".join(pdf_text(GRAPH_PDF, 3).split())
+    assert "Table 1: Results of the ScienceParse system." in page3 and "title 85.5 85.5 85.5" in page3
+    llm = ChoosingLLM([_column("F1"), {"answer": ["title", 85.5], "evidence": [1]}])
+    result = answer_question(Q_LOWEST, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_LOWEST,
+                             paper_ids=[ids["Construction of the Literature Graph in Semantic Scholar"]])
+    choice = llm.requests[0]["json_schema"]["properties"]
+    assert choice["operation"]["enum"] == ["highest", "lowest", "above", "below", "none"]
+    assert {"Precision", "Recall", "F1"} <= {c.split("] ", 1)[1] for c in choice["column"]["enum"]}
+    op = [s for s in result.trajectory if s.action == "TableOperation"]
+    assert len(op) == 1 and "lowest 'F1': title (85.5); next: bibliography titles (89.3)" in op[0].observation
+    first = llm.requests[1]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].split("\n")[0]
+    assert first.startswith("[1] (page 3, table) Computed from Table 1: Results of the ScienceParse system.")
+    assert result.answer == ["title", 85.5] and result.verification["status"] == "pass" and result.turns == 2
+    assert (result.citations[0]["table_name"], result.citations[0]["page_number"]) == ("tables", 3)
+    # the model says the question is no table operation: the answer call reads the evidence as retrieved
+    reply = {"answer": ["title", 85.5], "evidence": [1]}
+    none = ChoosingLLM([{"operation": "none", "column": "none", "threshold": 0}, reply, reply])  # + a repair round
+    answer_question(Q_LOWEST, settings=corpus_settings, llm=none, method="auto", answer_format=FMT_LOWEST,
+                    paper_ids=[ids["Construction of the Literature Graph in Semantic Scholar"]])
+    assert "Computed from" not in none.requests[1]["messages"][1]["content"]
+
+
+@pytest.mark.parametrize("text, number", [
+    ("85.5", 85.5), ("62%", 62.0), ("−0.3", -0.3), ("1,284", 1284.0), ("84.2±0.3", 84.2), ("0.42 (17%)", 0.42),
+    ("91.6*", 91.6), ("", None), ("SPECTER", None), ("36.9 80.0", None), ("PubMed (2018)", None)])
+def test_table_cells_read_as_numbers(text, number):
+    from neusym.agent.tableops import cell_number
+
+    assert cell_number(text) == number
+
+
+def test_threshold_and_header_rows_of_a_real_table():
+    from neusym.agent.tableops import apply_operation, parse_table
+
+    # LongEval's Table 1 as extracted (rows of the PDF, page 3): two rows above 500 summary words
+    rows = [["Dataset", "|source| (words)", "|summary| (words)", "papers"], ["PubMed (2018)", "3092", "205", "59"],
+            ["GovReport (2021)", "7551", "547", "16"], ["BookSum (2021)", "5102", "505", "4"],
+            ["SQuALITY (2022)", "5194", "227", "1"]]
+    table = parse_table(rows)
+    assert table.columns == rows[0] and len(table.rows) == 4
+    assert apply_operation(table, 2, "above", 500) == ("rows with '|summary| (words)' above 500: GovReport (2021) (547), "
+                                                       "BookSum (2021) (505)")
+    assert apply_operation(table, 2, "above", None) is None and apply_operation(table, 2, "none") is None
+    two = parse_table([["Task", "Cite", "Cite"], ["Metric", "MAP", "nDCG"], ["SGC", "91.6", "96.2"], ["SPECTER", "88.3", "94.9"]])
+    assert two.columns == ["Task / Metric", "Cite / MAP", "Cite / nDCG"]
+    assert apply_operation(two, 1, "highest") == "highest 'Cite / MAP': SGC (91.6); next: SPECTER (88.3)"
+
+
+def test_a_long_excerpt_is_cut_around_the_sentences_the_question_asks_about():
+    from neusym.agent.auto import focus_text
+
+    page5 = " ".join(pdf_text(SPECTER_PDF, 5).split())
+    start = page5.index("We empirically found it helpful to use 2 hard negatives")
+    assert len(page5) > 3000 and start > 650  # the first 650 characters miss it
+    cut = focus_text(page5, Q_NEG, 650)
+    assert len(cut) <= 658 and cut.startswith("... ") and "use 2 hard negatives (citations of citations) and 3 easy" in cut
+    assert cut.replace("... ", "").replace(" ...", "") in page5  # whole sentences, verbatim
+    assert focus_text("short text", Q_NEG, 650) == "short text"
+    assert focus_text(page5, "", 650).startswith(page5[:100])  # nothing to match: the beginning
 
 
 def test_table_rows_text_keeps_columns_aligned_across_spans():

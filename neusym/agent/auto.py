@@ -268,25 +268,30 @@ class _TableRows(HTMLParser):
             self.handle_endtag("td")
 
 
-def table_rows_text(html_table: str) -> str:
-    """An HTML table (``tables.table_content``) as one line per row, cells joined by `` | ``
-    (column spans repeated, so columns line up); the input unchanged when it holds no table row.
-    A third of the characters of the HTML for the same rows, which lets a whole table into the
-    focused prompt."""
+def _parse_rows(html_table: str) -> list[list[str]]:
     parser = _TableRows()
     try:
         parser.feed(html_table or "")
         parser.close()
     except (ValueError, AssertionError):
-        return html_table
-    lines = [" | ".join(row) for row in parser.rows if any(row)]
+        return []
+    return parser.rows
+
+
+def table_rows_text(html_table: str) -> str:
+    """An HTML table (``tables.table_content``) as one line per row, cells joined by `` | ``
+    (column spans repeated, so columns line up); the input unchanged when it holds no table row.
+    A third of the characters of the HTML for the same rows, which lets a whole table into the
+    focused prompt."""
+    lines = [" | ".join(row) for row in _parse_rows(html_table) if any(row)]
     return "\n".join(lines) if lines else html_table
 
 
 def element_contexts(cells: list[dict], env: Any) -> None:
     """Set ``context`` on table and figure cells: the whole element as a reader sees it, whichever of
     its columns matched. Tables: caption, then the rows (:func:`table_rows_text`); figures: caption,
-    then the text OCR read inside the figure. Other cells are left as they are."""
+    then the text OCR read inside the figure. Table cells also get ``table_rows`` (lists of cell texts)
+    for :mod:`neusym.agent.tableops`. Other cells are left as they are."""
     for table, columns in (("tables", "table_caption, table_content"), ("images", "image_caption, image_ocr_text")):
         pk = "table_id" if table == "tables" else "image_id"
         keys = [str(c["primary_key"]) for c in cells if c["table_name"] == table]
@@ -302,12 +307,49 @@ def element_contexts(cells: list[dict], env: Any) -> None:
             caption = " ".join(caption.split())
             if table == "tables":
                 c["context"] = (caption + "\n" if caption else "") + table_rows_text(body)
+                c["table_rows"] = _parse_rows(body)
             else:
                 ocr = " ".join(body.split())
                 c["context"] = caption + (f"\n[text inside the figure, read by OCR]: {ocr}" if ocr else "")
 
 
-def _evidence_block(cells: list[dict], env: Any) -> list[str]:
+_STOP = frozenset("a an the of in on at to for from by with and or is are was were be been does do did what which who "
+                  "whom how many much this that these those it its their there than as into over under when where why "
+                  "paper papers authors author use used using".split())
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+
+
+def _terms(text: str) -> set[str]:
+    return {t for t in re.findall(r"[a-z0-9]+(?:\.[0-9]+)?", text.lower()) if t not in _STOP and (len(t) > 2 or t.isdigit())}
+
+
+def focus_text(text: str, question: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters around what the question asks: the run of whole
+    sentences sharing the most words with the question (ties: the earliest), with `` ... `` where
+    text was left out. A retrieved chunk is longer than the prompt can hold for each of several
+    excerpts, and its answer sentence is often past the first ``limit`` characters."""
+    text = " ".join((text or "").split())
+    if len(text) <= limit:
+        return text
+    sentences = _SENTENCE_END.split(text)
+    want = _terms(question)
+    scores = [len(_terms(s_) & want) for s_ in sentences]
+    best, best_score = (0, 0), -1
+    for i in range(len(sentences)):
+        size, score, j = 0, 0, i
+        while j < len(sentences) and size + len(sentences[j]) + 1 <= limit:
+            size += len(sentences[j]) + 1
+            score += scores[j]
+            j += 1
+        if j > i and score > best_score:
+            best, best_score = (i, j), score
+    i, j = best
+    if j <= i:  # one sentence longer than the limit: its beginning
+        return text[:limit] + " ..."
+    return ("... " if i > 0 else "") + " ".join(sentences[i:j]) + (" ..." if j < len(sentences) else "")
+
+
+def _evidence_block(cells: list[dict], env: Any, question: str = "") -> list[str]:
     chunk_ids = [c["primary_key"] for c in cells if c["table_name"] == "chunks"]
     sections = {}
     if chunk_ids:
@@ -329,7 +371,7 @@ def _evidence_block(cells: list[dict], env: Any) -> list[str]:
             text = "\n".join(" ".join(line.split()) for line in c["context"].splitlines() if line.strip())
             limit = ELEMENT_EVIDENCE_CHARS
         else:
-            text, limit = " ".join((c.get("text") or "").split()), EVIDENCE_CHARS
+            text, limit = focus_text(c.get("text") or "", question, EVIDENCE_CHARS), EVIDENCE_CHARS + 8
         if len(text) > limit:
             text = text[:limit] + " ..."
         out.append(f"[{i}] ({where}) {text}")
@@ -387,7 +429,7 @@ def focused_answer(question: str, answer_format: str | None, papers: list[tuple[
     """One LLM call over the evidence ``cells``, its reply constrained by :func:`answer_schema`: (the answer
     as the model wrote it — a string, or a list / number / boolean when the format asks for one —, the
     cells it cites, the LLM reply)."""
-    lines = _evidence_block(cells, env)
+    lines = _evidence_block(cells, env, question)
     titles = "; ".join(t for _, t in papers)
     user = (f"[Question]: {question.strip()}\n[Answer Format]: {(answer_format or 'A concise answer.').strip()}\n"
             f"[Paper]: {titles}\n[Evidence]:\n" + "\n".join(lines))
@@ -516,7 +558,8 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
     element_contexts(cells, env)
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in decision.papers]},
-                  observation="\n".join(_evidence_block(cells, env)), fixed=True))
+                  observation="\n".join(_evidence_block(cells, env, question)), fixed=True))
+    cells = _table_operation(question, cells, llm, result, add_step)
     answer, used, reply = focused_answer(question, answer_format, decision.papers, cells, env, llm)
     _count(result, reply)
     add_step(Step(thought="answer from the evidence", action="GenerateAnswer", arguments={"answer": answer},
@@ -545,6 +588,36 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
     result.verification = check.to_dict()
     result.citations = [c.to_dict() for c in citations_for(env, cited, answer)]
     return result
+
+
+def _table_operation(question: str, cells: list[dict], llm: Any, result: Any, add_step: Callable) -> list[dict]:
+    """When the question may ask for an extremum or a threshold and tables were retrieved, let the
+    model choose the column and operation (:func:`neusym.agent.tableops.choose_operation`) and put the
+    computed rows first in the evidence, citing the table; ``cells`` unchanged otherwise."""
+    from neusym.agent.react import Step
+    from neusym.agent.tableops import OPERATION_CUE, choose_operation, parse_table
+
+    if not OPERATION_CUE.search(question or ""):
+        return cells
+    tables = [(i, t) for i, c in enumerate(cells, start=1) if c.get("table_rows")
+              for t in [parse_table(c["table_rows"])] if t is not None]
+    if not tables:
+        return cells
+    chosen, reply = choose_operation(question, tables, llm)
+    if reply is not None:
+        _count(result, reply)
+    if not chosen:
+        return cells
+    number, text = chosen
+    source = cells[number - 1]
+    caption = (source.get("context") or "").split("\n", 1)[0][:120] or "the table"
+    line = f"Computed from {caption}: {text}"
+    add_step(Step(thought="the question asks for an extremum or threshold over a table: computed", action="TableOperation",
+                  arguments={"choice": reply.text}, observation=line, fixed=True, prompt_tokens=reply.prompt_tokens,
+                  completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
+    computed = {k: v for k, v in source.items() if k != "table_rows"}
+    computed["context"] = line
+    return [computed] + cells
 
 
 def _conform(answer: Any, answer_format: str | None, add_step: Callable) -> Any:
