@@ -348,23 +348,39 @@ def test_an_extremum_over_a_table_is_computed_not_read(corpus_settings, ids):
     # Table 1 of the PDF (page 3), read by hand: 'title' has the lowest F1, 85.5 (the dev set's gold answer)
     page3 = " ".join(pdf_text(GRAPH_PDF, 3).split())
     assert "Table 1: Results of the ScienceParse system." in page3 and "title 85.5 85.5 85.5" in page3
-    llm = ChoosingLLM([_column("F1"), {"answer": ["title", 85.5], "evidence": [1]}])
+    graph = [ids["Construction of the Literature Graph in Semantic Scholar"]]
+    llm = ChoosingLLM([_column("F1")])
     result = answer_question(Q_LOWEST, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_LOWEST,
-                             paper_ids=[ids["Construction of the Literature Graph in Semantic Scholar"]])
+                             paper_ids=graph)
     choice = llm.requests[0]["json_schema"]["properties"]
     assert choice["operation"]["enum"] == ["highest", "lowest", "above", "below", "none"]
     assert {"Precision", "Recall", "F1"} <= {c.split("] ", 1)[1] for c in choice["column"]["enum"]}
     op = [s for s in result.trajectory if s.action == "TableOperation"]
-    assert len(op) == 1 and "lowest 'F1': title (85.5); next: bibliography titles (89.3)" in op[0].observation
-    first = llm.requests[1]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].split("\n")[0]
+    assert len(op) == 1 and op[0].observation.endswith("the lowest 'F1' is 85.5, in row title")
+    # [name, value] follows from the selected row: no answer call, the check says what was computed
+    assert result.answer == ["title", 85.5] and result.turns == 1 and len(llm.requests) == 1
+    assert result.verification["status"] == "pass" and result.verification["checks"][0]["kind"] == "table"
+    cite = result.citations[0]
+    assert (cite["table_name"], cite["page_number"]) == ("tables", 3) and "85.5" in cite["quote"]
+    # a free-text format: the answer call gets the computed rows as its first evidence line
+    reply = {"answer": "The title, with an F1 of 85.5.", "evidence": [1]}
+    free = ChoosingLLM([_column("F1"), reply, reply])
+    answer_question(Q_LOWEST, settings=corpus_settings, llm=free, method="auto", paper_ids=graph,
+                    answer_format="Your answer should be one short sentence of plain text.")
+    first = free.requests[1]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].split("\n")[0]
     assert first.startswith("[1] (page 3, table) Computed from Table 1: Results of the ScienceParse system.")
-    assert result.answer == ["title", 85.5] and result.verification["status"] == "pass" and result.turns == 2
-    assert (result.citations[0]["table_name"], result.citations[0]["page_number"]) == ("tables", 3)
+    # a question asking for a further computation ("by how much") gets the rows as evidence, not as the answer
+    reply = {"answer": ["title", "92.1 - 85.5"], "evidence": [1]}
+    more = ChoosingLLM([_column("F1"), reply, reply])
+    diff = answer_question(Q_LOWEST.replace("and what is that F1?", "and by how many F1 points does it trail the "
+                                            "authors field?"), settings=corpus_settings, llm=more, method="auto",
+                           answer_format=FMT_LOWEST, paper_ids=graph)
+    assert len(more.requests) >= 2 and diff.answer[0] == "title"
     # the model says the question is no table operation: the answer call reads the evidence as retrieved
     reply = {"answer": ["title", 85.5], "evidence": [1]}
     none = ChoosingLLM([{"operation": "none", "column": "none", "threshold": 0}, reply, reply])  # + a repair round
     answer_question(Q_LOWEST, settings=corpus_settings, llm=none, method="auto", answer_format=FMT_LOWEST,
-                    paper_ids=[ids["Construction of the Literature Graph in Semantic Scholar"]])
+                    paper_ids=graph)
     assert "Computed from" not in none.requests[1]["messages"][1]["content"]
 
 
@@ -378,7 +394,7 @@ def test_table_cells_read_as_numbers(text, number):
 
 
 def test_threshold_and_header_rows_of_a_real_table():
-    from neusym.agent.tableops import apply_operation, parse_table
+    from neusym.agent.tableops import apply_operation, parse_table, shaped_answer
 
     # LongEval's Table 1 as extracted (rows of the PDF, page 3): two rows above 500 summary words
     rows = [["Dataset", "|source| (words)", "|summary| (words)", "papers"], ["PubMed (2018)", "3092", "205", "59"],
@@ -386,12 +402,19 @@ def test_threshold_and_header_rows_of_a_real_table():
             ["SQuALITY (2022)", "5194", "227", "1"]]
     table = parse_table(rows)
     assert table.columns == rows[0] and len(table.rows) == 4
-    assert apply_operation(table, 2, "above", 500) == ("rows with '|summary| (words)' above 500: GovReport (2021) (547), "
-                                                       "BookSum (2021) (505)")
+    above = apply_operation(table, 2, "above", 500)
+    assert above.text == "rows with '|summary| (words)' above 500: GovReport (2021) (547), BookSum (2021) (505)"
+    assert shaped_answer(above, "Your answer should be a Python list of dataset names.") == ["GovReport (2021)",
+                                                                                             "BookSum (2021)"]
+    assert shaped_answer(above, "Your answer should be a Python list of three strings.") is None
     assert apply_operation(table, 2, "above", None) is None and apply_operation(table, 2, "none") is None
+    fewest = apply_operation(table, 3, "lowest")
+    assert shaped_answer(fewest, "Your answer should be a single integer.") == 1
+    assert shaped_answer(fewest, "Your answer should be the dataset name as a single string.") == "SQuALITY (2022)"
+    assert shaped_answer(fewest, "Your answer should be a short paragraph of plain text.") is None
     two = parse_table([["Task", "Cite", "Cite"], ["Metric", "MAP", "nDCG"], ["SGC", "91.6", "96.2"], ["SPECTER", "88.3", "94.9"]])
     assert two.columns == ["Task / Metric", "Cite / MAP", "Cite / nDCG"]
-    assert apply_operation(two, 1, "highest") == "highest 'Cite / MAP': SGC (91.6); next: SPECTER (88.3)"
+    assert apply_operation(two, 1, "highest").text == "the highest 'Cite / MAP' is 91.6, in row SGC"
 
 
 def test_a_long_excerpt_is_cut_around_the_sentences_the_question_asks_about():

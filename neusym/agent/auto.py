@@ -11,8 +11,12 @@ papers it is about and, only when those leave it open, one constrained LLM call,
   venue/year/author filters parsed from the question and the AirQA ``conference`` scope; no LLM;
 - ``focused`` — a question about one paper's text, tables, figures or formulas: BM25 and dense
   hits over its chunks, table contents and captions, figure captions and OCR text and equations,
-  fused by reciprocal rank (SR-RAG), each chunk labelled with its enclosing section, then ONE LLM
-  call with a compact prompt and the answer format;
+  fused by reciprocal rank (SR-RAG), each chunk labelled with its enclosing section and cut around
+  the sentences the question asks about, tables shown whole (caption + rows), figures with their
+  OCR text, page 1's author block for author/affiliation questions; then ONE LLM call with a
+  compact prompt, its answer typed by the answer format (:func:`answer_schema`). Extremum and
+  threshold questions over a retrieved table are computed (:mod:`neusym.agent.tableops`: the model
+  picks operation and column, Python computes);
 - ``agent`` — the full NeuSym-RAG loop, for multi-paper and open-ended questions.
 
 Every answer is checked by :func:`neusym.agent.verify.verify`; a failed check triggers one repair
@@ -39,7 +43,7 @@ from neusym.agent.symbolic import (
     render_answer,
     resolve_papers,
 )
-from neusym.agent.verify import Verification, asks_to_compute, normalised_titles, verify
+from neusym.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
 from neusym.errors import NeusymError
 
@@ -559,7 +563,12 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in decision.papers]},
                   observation="\n".join(_evidence_block(cells, env, question)), fixed=True))
-    cells = _table_operation(question, cells, llm, result, add_step)
+    cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step)
+    if direct is not None:  # the computed rows are the answer in the shape the format asks for
+        result.answer = direct
+        result.verification = Verification("pass", [Check(render_answer(direct), "table", True, cells[0]["context"])]).to_dict()
+        result.citations = [c.to_dict() for c in citations_for(env, cells[:1], direct)]
+        return result
     answer, used, reply = focused_answer(question, answer_format, decision.papers, cells, env, llm)
     _count(result, reply)
     add_step(Step(thought="answer from the evidence", action="GenerateAnswer", arguments={"answer": answer},
@@ -590,34 +599,38 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
     return result
 
 
-def _table_operation(question: str, cells: list[dict], llm: Any, result: Any, add_step: Callable) -> list[dict]:
+def _table_operation(question: str, answer_format: str | None, cells: list[dict], llm: Any, result: Any,
+                     add_step: Callable) -> tuple[list[dict], Any]:
     """When the question may ask for an extremum or a threshold and tables were retrieved, let the
-    model choose the column and operation (:func:`neusym.agent.tableops.choose_operation`) and put the
-    computed rows first in the evidence, citing the table; ``cells`` unchanged otherwise."""
+    model choose the column and operation (:func:`neusym.agent.tableops.choose_operation`) and
+    compute it: (cells with the computed rows first, citing the table; the answer when its shape
+    follows from the rows — :func:`neusym.agent.tableops.shaped_answer` — and the question asks for
+    no further computation, else None). ``(cells, None)`` when nothing was computed."""
     from neusym.agent.react import Step
-    from neusym.agent.tableops import OPERATION_CUE, choose_operation, parse_table
+    from neusym.agent.tableops import OPERATION_CUE, choose_operation, parse_table, shaped_answer
 
     if not OPERATION_CUE.search(question or ""):
-        return cells
+        return cells, None
     tables = [(i, t) for i, c in enumerate(cells, start=1) if c.get("table_rows")
               for t in [parse_table(c["table_rows"])] if t is not None]
     if not tables:
-        return cells
+        return cells, None
     chosen, reply = choose_operation(question, tables, llm)
     if reply is not None:
         _count(result, reply)
     if not chosen:
-        return cells
-    number, text = chosen
+        return cells, None
+    number, computed_rows = chosen
     source = cells[number - 1]
     caption = (source.get("context") or "").split("\n", 1)[0][:120] or "the table"
-    line = f"Computed from {caption}: {text}"
+    line = f"Computed from {caption}: {computed_rows.text}"
     add_step(Step(thought="the question asks for an extremum or threshold over a table: computed", action="TableOperation",
                   arguments={"choice": reply.text}, observation=line, fixed=True, prompt_tokens=reply.prompt_tokens,
                   completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
     computed = {k: v for k, v in source.items() if k != "table_rows"}
     computed["context"] = line
-    return [computed] + cells
+    # "which is best, and by how much does it beat X": the rows are evidence, not the answer
+    return [computed] + cells, (None if asks_to_compute(question) else shaped_answer(computed_rows, answer_format))
 
 
 def _conform(answer: Any, answer_format: str | None, add_step: Callable) -> Any:

@@ -6,8 +6,10 @@ row about as often as the right one; picking *which column and which operation* 
 closed choice. So, NeuSym-style, the model only chooses, under a JSON schema whose enums are the
 table's own column names and the operations (:func:`choose_operation`), and Python computes
 (:func:`apply_operation`): the row with the highest / lowest value of that column, or the rows whose
-value is above / below a threshold. The result becomes one more evidence line for the answer call,
-citing the table.
+value is above / below a threshold. When the answer format's shape follows from the selected rows
+(a name, a number, ``[name, number]``, a list of names: :func:`shaped_answer`) that is the answer;
+otherwise the result becomes the first evidence line of the answer call. Either way it cites the
+table.
 
 Tables come from ``tables.table_content`` (HTML): :func:`parse_table` takes the leading rows whose
 cells are mostly not numbers as the header (several header rows are joined per column, e.g.
@@ -94,10 +96,26 @@ def parse_table(rows: list[list[str]]) -> ParsedTable | None:
     return ParsedTable(columns, data)
 
 
-def apply_operation(table: ParsedTable, column: int, operation: str, threshold: float | None = None) -> str | None:
-    """The rows ``operation`` selects by the numbers of ``column``, as one evidence sentence naming
-    each row by its first cell and value; None when the column holds no number or the operation is
-    ``none`` (or a threshold operation has no threshold)."""
+@dataclass
+class TableResult:
+    """What an operation selected: the ``operation``, the ``column`` name, the selected ``rows`` as
+    (row label = first cell, value) and ``text``, one evidence sentence saying so."""
+
+    operation: str
+    column: str
+    rows: list[tuple[str, float]]
+    text: str
+
+
+def _plain(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
+
+
+def apply_operation(table: ParsedTable, column: int, operation: str, threshold: float | None = None
+                    ) -> TableResult | None:
+    """The rows ``operation`` selects by the numbers of ``column`` (ties of an extremum all count);
+    None when the column holds no number, the operation is ``none`` or a threshold operation has no
+    threshold."""
     values = [(row[0].strip() or f"row {i + 1}", cell_number(row[column])) for i, row in enumerate(table.rows)]
     values = [(label, v) for label, v in values if v is not None]
     name = table.columns[column]
@@ -105,17 +123,44 @@ def apply_operation(table: ParsedTable, column: int, operation: str, threshold: 
         return None
     fmt = lambda v: f"{v:g}"  # noqa: E731
     if operation in ("highest", "lowest"):
-        ranked = sorted(values, key=lambda x: x[1], reverse=operation == "highest")
-        best = [label for label, v in ranked if v == ranked[0][1]]
-        text = f"{operation} '{name}': {' and '.join(best)} ({fmt(ranked[0][1])})"
-        if len(ranked) > len(best):
-            text += f"; next: {ranked[len(best)][0]} ({fmt(ranked[len(best)][1])})"
-        return text
+        top = (max if operation == "highest" else min)(v for _, v in values)
+        best = [(label, v) for label, v in values if v == top]
+        # only the selected row(s): naming the runner-up too made the small model answer with it
+        return TableResult(operation, name, best, f"the {operation} '{name}' is {fmt(top)}, in row "
+                           + " and ".join(label for label, _ in best))
     if threshold is None:
         return None
     keep = [(label, v) for label, v in values if (v > threshold if operation == "above" else v < threshold)]
     listed = ", ".join(f"{label} ({fmt(v)})" for label, v in keep) or "none"
-    return f"rows with '{name}' {operation} {fmt(threshold)}: {listed}"
+    return TableResult(operation, name, keep, f"rows with '{name}' {operation} {fmt(threshold)}: {listed}")
+
+
+def shaped_answer(result: TableResult, answer_format: str | None) -> Any:
+    """The answer ``result`` gives in the shape ``answer_format`` asks for, or None when the shape does
+    not follow from it (free text, or a list whose length is not what was selected): a single
+    extremum row gives its label (a string), its value (a number) or ``[label, value]`` (a list of
+    two); threshold rows give the list of their labels."""
+    from neusym.agent.answer_format import shape_of
+
+    shape = shape_of(answer_format)
+    if not result.rows:
+        return None
+    if result.operation in ("highest", "lowest"):
+        if len(result.rows) != 1:
+            return None
+        label, value = result.rows[0]
+        if shape.kind == "str":
+            return label
+        if shape.kind == "int" and float(value).is_integer():
+            return int(value)
+        if shape.kind == "float":
+            return value
+        if shape.kind == "list" and shape.length == 2:
+            return [label, _plain(value)]
+        return None
+    if shape.kind == "list" and shape.length in (None, len(result.rows)):
+        return [label for label, _ in result.rows]
+    return None
 
 
 def operation_schema(tables: list[tuple[int, ParsedTable]]) -> dict:
@@ -138,9 +183,9 @@ CHOOSE_SYSTEM = (
 
 
 def choose_operation(question: str, tables: list[tuple[int, ParsedTable]], llm: Any
-                     ) -> tuple[tuple[int, str] | None, Any]:
+                     ) -> tuple[tuple[int, TableResult] | None, Any]:
     """One constrained LLM call choosing the operation on one of ``tables`` (evidence number, table):
-    ((the chosen table's evidence number, the computed sentence) or None, the LLM reply or None).
+    ((the chosen table's evidence number, its :class:`TableResult`) or None, the LLM reply or None).
     LLM errors, the choice ``none`` and unusable choices give None: the answer call then reads the
     table itself."""
     if not tables:
@@ -162,10 +207,10 @@ def choose_operation(question: str, tables: list[tuple[int, ParsedTable]], llm: 
     if table is None or name not in table.columns:
         return None, reply
     threshold = data.get("threshold")
-    text = apply_operation(table, table.columns.index(name), data["operation"],
-                           float(threshold) if isinstance(threshold, (int, float)) else None)
-    return ((number, text) if text else None), reply
+    result = apply_operation(table, table.columns.index(name), data["operation"],
+                             float(threshold) if isinstance(threshold, (int, float)) else None)
+    return ((number, result) if result else None), reply
 
 
-__all__ = ["OPERATIONS", "OPERATION_CUE", "ParsedTable", "apply_operation", "cell_number", "choose_operation",
-           "operation_schema", "parse_table"]
+__all__ = ["OPERATIONS", "OPERATION_CUE", "ParsedTable", "TableResult", "apply_operation", "cell_number",
+           "choose_operation", "operation_schema", "parse_table", "shaped_answer"]

@@ -15,7 +15,9 @@ SR-RAG's verification of intermediate answers, with DuckDB as the symbolic engin
 - ``format``: the answer has the shape its answer format asks for (a single integer, a Python list
   of two elements, ...), after :func:`neusym.agent.answer_format.conform` repaired what it could;
 - ``calc``: a number the answer wrote as an arithmetic expression was computed by CalculateExpr;
-  the numbers checked against the evidence are then the expression's operands.
+  the numbers checked against the evidence are then the expression's operands;
+- ``table``: the answer was computed over a table's column (the focused route's table operations,
+  :mod:`neusym.agent.tableops`); the check records the operation (pass).
 
 Status: ``pass`` when every check passed (and there was at least one), ``fail`` when one failed,
 ``unverifiable`` when nothing in the answer could be checked.
