@@ -252,9 +252,16 @@ def test_the_answer_is_constrained_to_the_type_its_format_asks_for(corpus_settin
     assert value("Your answer should be a float rounded to 2 decimal places.") == {"type": "number"}
     assert value("Your answer should be a Python boolean, True or False.") == {"type": "boolean"}
     assert value("Your answer should be the title of the paper WITHOUT ANY EXPLANATION.")["type"] == "string"
-    # a computed number stays a string: the model may write the expression, CalculateExpr computes it
-    assert value("Your answer should be a single integer.", True)["type"] == "string"
-    assert value(FMT_NEG, True)["type"] == "string"
+    # a computed number may also be an expression string, computed by CalculateExpr; a list stays an array
+    assert value("Your answer should be a single integer.", True) == {
+        "anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 200}]}
+    assert value(FMT_NEG, True) == value(FMT_NEG)
+    from neusym.agent.answer_format import conform
+
+    shaped = conform([16, "54 / 100 * 100", "SQuALITY"], "Your answer should be a Python list of three elements.")
+    assert shaped.ok and shaped.value == [16, 54.0, "SQuALITY"] and shaped.computed == [("54 / 100 * 100", 54.0)]
+    assert conform(["BERT-base", "1.5"], "Your answer should be a Python list of two strings.").value == ["BERT-base",
+                                                                                                       "1.5"]
     # the model's JSON array is the answer as it is (no string to re-parse)
     llm = ScriptedLLM([{"answer": [2, 3], "evidence": [1, 2]}])
     result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,

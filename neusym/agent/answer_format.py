@@ -10,7 +10,8 @@ right and the shape wrong (``L2 norm distance, 1`` for a two-element list, an ex
   (:func:`neusym.calc.calculate`, sandboxed, time- and size-limited);
 - an unbracketed comma-separated answer becomes a list when the format names the list's length
   and the parts match it;
-- list elements written as expressions are computed one by one;
+- list elements written as expressions are computed one by one (also in a JSON array whose
+  elements are expression strings);
 - floats are rounded to the decimals the format asks for.
 
 What cannot be repaired comes back with ``ok = False`` and a ``detail`` the verifier turns into a
@@ -137,9 +138,18 @@ def _split_scalar(part: str) -> Any:
     return flag if flag is not None else part
 
 
+def _list_element(value: Any, computed: list) -> Any:
+    """An element of a list the model wrote as JSON: a string holding arithmetic is computed."""
+    if isinstance(value, str) and re.search(r"\d", value) and len(value) <= 200:
+        result = _calc(clean_text(value), computed)
+        if isinstance(result, (int, float)) and not isinstance(result, bool):
+            return result
+    return value
+
+
 def _as_list(answer: Any, length: int | None, computed: list) -> list | None:
     if isinstance(answer, (list, tuple)):
-        return list(answer)
+        return [_list_element(v, computed) for v in answer]
     if not isinstance(answer, str):
         return None
     parsed = parse_literal(answer)

@@ -393,22 +393,22 @@ def answer_schema(answer_format: str | None, *, compute: bool = False) -> dict:
     a JSON array of exactly N strings / numbers / booleans for "a Python list of N elements", an
     integer, a number, a boolean, else a string. Constraining a small model to a string when the
     format asks for a list or a number made it write fragments such as ``:[`` or ``,27``.
-    ``compute``: the question asks for a computed number, so numbers (and lists) stay strings the
-    model may write as an arithmetic expression, computed afterwards by CalculateExpr."""
+    ``compute``: the question asks for a computed number, so a number may also be a string holding
+    an arithmetic expression (list elements always may), computed afterwards by CalculateExpr."""
     from neusym.agent.answer_format import shape_of
 
     shape = shape_of(answer_format)
+    expression = {"type": "string", "maxLength": 200}
     value: dict = _TEXT
-    if shape.kind == "list" and not compute:
+    if shape.kind == "list":
         value = {"type": "array", "items": _ELEMENT}
         if shape.length:
             value.update(minItems=shape.length, maxItems=shape.length)
         else:
             value["maxItems"] = 20
-    elif shape.kind == "int" and not compute:
-        value = {"type": "integer"}
-    elif shape.kind == "float" and not compute:
-        value = {"type": "number"}
+    elif shape.kind in ("int", "float"):
+        number = {"type": "integer" if shape.kind == "int" else "number"}
+        value = {"anyOf": [number, expression]} if compute else number
     elif shape.kind == "bool":
         value = {"type": "boolean"}
     return {"type": "object", "properties": {"answer": value, "evidence": _EVIDENCE_NUMBERS},
@@ -421,10 +421,12 @@ FOCUSED_SYSTEM = (
     "excerpts that support it. Copy names and numbers exactly as written in the evidence."
 )
 #: Added to :data:`FOCUSED_SYSTEM` only when the question asks for a computed value (difference, ratio,
-#: total, ...): otherwise the small model starts writing code for numbers it should copy.
+#: total, ...): otherwise the small model starts writing code for numbers it should copy. It names no
+#: numbers: with an example such as "(85.2 - 80.1) / 80.1 * 100" the model answered that example.
 COMPUTE_HINT = (
-    " When the answer is a number computed from numbers in the evidence, write the arithmetic expression "
-    "(for example (85.2 - 80.1) / 80.1 * 100 or exp(8 * 1 - 6)); it is computed for you."
+    " When the answer is a number computed from numbers in the evidence, you may write it as a string holding "
+    "the arithmetic expression over the numbers copied from the evidence (operators + - * / ** and exp, log, "
+    "sqrt); it is computed for you."
 )
 
 
