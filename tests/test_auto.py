@@ -258,8 +258,11 @@ def test_the_answer_is_constrained_to_the_type_its_format_asks_for(corpus_settin
     assert value(FMT_NEG, True) == value(FMT_NEG)
     from neusym.agent.answer_format import conform
 
-    shaped = conform([16, "54 / 100 * 100", "SQuALITY"], "Your answer should be a Python list of three elements.")
+    fmt3 = "Your answer should be a Python list of three elements."
+    shaped = conform([16, "54 / 100 * 100", "SQuALITY"], fmt3, compute_strings=True)
     assert shaped.ok and shaped.value == [16, 54.0, "SQuALITY"] and shaped.computed == [("54 / 100 * 100", 54.0)]
+    # unless the question asks for a computation, a string stays a string: "1650-1669" is a page range
+    assert conform(["EACL 2023", "1650-1669", 3], fmt3).value == ["EACL 2023", "1650-1669", 3]
     assert conform(["BERT-base", "1.5"], "Your answer should be a Python list of two strings.").value == ["BERT-base",
                                                                                                        "1.5"]
     # the model's JSON array is the answer as it is (no string to re-parse)

@@ -10,8 +10,8 @@ right and the shape wrong (``L2 norm distance, 1`` for a two-element list, an ex
   (:func:`neusym.calc.calculate`, sandboxed, time- and size-limited);
 - an unbracketed comma-separated answer becomes a list when the format names the list's length
   and the parts match it;
-- list elements written as expressions are computed one by one (also in a JSON array whose
-  elements are expression strings);
+- list elements written as expressions are computed one by one (in a JSON array whose elements
+  are strings only when the question asks for a computed value: ``compute_strings``);
 - floats are rounded to the decimals the format asks for.
 
 What cannot be repaired comes back with ``ok = False`` and a ``detail`` the verifier turns into a
@@ -147,9 +147,9 @@ def _list_element(value: Any, computed: list) -> Any:
     return value
 
 
-def _as_list(answer: Any, length: int | None, computed: list) -> list | None:
+def _as_list(answer: Any, length: int | None, computed: list, compute_strings: bool = False) -> list | None:
     if isinstance(answer, (list, tuple)):
-        return [_list_element(v, computed) for v in answer]
+        return [_list_element(v, computed) if compute_strings else v for v in answer]
     if not isinstance(answer, str):
         return None
     parsed = parse_literal(answer)
@@ -171,8 +171,11 @@ def _as_list(answer: Any, length: int | None, computed: list) -> list | None:
     return None
 
 
-def conform(answer: Any, answer_format: str | None) -> Conformed:
-    """``answer`` in the shape ``answer_format`` asks for (see the module docstring)."""
+def conform(answer: Any, answer_format: str | None, *, compute_strings: bool = False) -> Conformed:
+    """``answer`` in the shape ``answer_format`` asks for (see the module docstring).
+    ``compute_strings``: the question asks for a computed value, so string elements of a list given
+    as a list (a JSON array) are computed when they hold arithmetic; otherwise they stay strings
+    ("1650-1669" is a page range, not a subtraction)."""
     shape = shape_of(answer_format)
     computed: list[tuple[str, Any]] = []
     if answer is None or shape.kind == "free":
@@ -193,7 +196,7 @@ def conform(answer: Any, answer_format: str | None) -> Conformed:
             return Conformed(answer, False, "is not True or False as the answer format requires")
         return Conformed(flag, True)
     if shape.kind == "list":
-        items = _as_list(answer, shape.length, computed)
+        items = _as_list(answer, shape.length, computed, compute_strings)
         if items is None:
             need = f"of {shape.length} elements " if shape.length else ""
             return Conformed(answer, False, f"is not a Python list {need}as the answer format requires", computed)

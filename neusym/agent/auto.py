@@ -577,7 +577,8 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
                   observation="", raw=reply.text, prompt_tokens=reply.prompt_tokens,
                   completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
     cited = used or cells[:2]
-    shaped = _conform(answer, answer_format, add_step)
+    compute = asks_to_compute(question)
+    shaped = _conform(answer, answer_format, add_step, compute)
     check = verify(answer, [c.get("context") or c["text"] for c in (used or cells)], question=question,
                    conformed=shaped)
     if check.status == "fail":
@@ -587,7 +588,7 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
         add_step(Step(thought="repair: " + note, action="GenerateAnswer", arguments={"answer": again}, observation="",
                       raw=reply2.text, prompt_tokens=reply2.prompt_tokens,
                       completion_tokens=reply2.completion_tokens, cached_tokens=reply2.cached_tokens))
-        shaped2 = _conform(again, answer_format, add_step)
+        shaped2 = _conform(again, answer_format, add_step, compute)
         check2 = verify(again, [c.get("context") or c["text"] for c in (used2 or cells)], question=question,
                         conformed=shaped2)
         if check2.status != "fail" or len(check2.failed) < len(check.failed):
@@ -635,13 +636,13 @@ def _table_operation(question: str, answer_format: str | None, cells: list[dict]
     return [computed] + cells, (None if asks_to_compute(question) else shaped_answer(computed_rows, answer_format))
 
 
-def _conform(answer: Any, answer_format: str | None, add_step: Callable) -> Any:
+def _conform(answer: Any, answer_format: str | None, add_step: Callable, compute: bool = False) -> Any:
     """:func:`neusym.agent.answer_format.conform`, recording each computed expression as a
     CalculateExpr step."""
     from neusym.agent.answer_format import conform
     from neusym.agent.react import Step
 
-    shaped = conform(answer, answer_format)
+    shaped = conform(answer, answer_format, compute_strings=compute)
     for expr, value in shaped.computed:
         add_step(Step(thought="the answer is an expression: compute it", action="CalculateExpr",
                       arguments={"expr": expr}, observation=f"Result: {value!r}", fixed=True))
