@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any, Callable
 
-from neusym.agent.citations import citations_for
+from neusym.agent.citations import citations_for, word_tokens
 from neusym.agent.symbolic import (
     Intent,
     answer_intent,
@@ -44,7 +44,7 @@ from neusym.agent.symbolic import (
     resolve_papers,
 )
 from neusym.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
-from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
+from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
 from neusym.errors import NeusymError
 
 logger = logging.getLogger(__name__)
@@ -282,13 +282,16 @@ def _parse_rows(html_table: str) -> list[list[str]]:
     return parser.rows
 
 
+def _rows_text(rows: list[list[str]]) -> str:
+    return "\n".join(" | ".join(row) for row in rows if any(row))
+
+
 def table_rows_text(html_table: str) -> str:
     """An HTML table (``tables.table_content``) as one line per row, cells joined by `` | ``
     (column spans repeated, so columns line up); the input unchanged when it holds no table row.
     A third of the characters of the HTML for the same rows, which lets a whole table into the
     focused prompt."""
-    lines = [" | ".join(row) for row in _parse_rows(html_table) if any(row)]
-    return "\n".join(lines) if lines else html_table
+    return _rows_text(_parse_rows(html_table)) or html_table
 
 
 def element_contexts(cells: list[dict], env: Any) -> None:
@@ -297,7 +300,7 @@ def element_contexts(cells: list[dict], env: Any) -> None:
     then the text OCR read inside the figure. Table cells also get ``table_rows`` (lists of cell texts)
     for :mod:`neusym.agent.tableops`. Other cells are left as they are."""
     for table, columns in (("tables", "table_caption, table_content"), ("images", "image_caption, image_ocr_text")):
-        pk = "table_id" if table == "tables" else "image_id"
+        pk = PRIMARY_KEYS[table]
         keys = [str(c["primary_key"]) for c in cells if c["table_name"] == table]
         if not keys:
             continue
@@ -310,8 +313,8 @@ def element_contexts(cells: list[dict], env: Any) -> None:
             caption, body = found[str(c["primary_key"])]
             caption = " ".join(caption.split())
             if table == "tables":
-                c["context"] = (caption + "\n" if caption else "") + table_rows_text(body)
                 c["table_rows"] = _parse_rows(body)
+                c["context"] = (caption + "\n" if caption else "") + (_rows_text(c["table_rows"]) or body)
             else:
                 ocr = " ".join(body.split())
                 c["context"] = caption + (f"\n[text inside the figure, read by OCR]: {ocr}" if ocr else "")
@@ -324,7 +327,7 @@ _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
 
 
 def _terms(text: str) -> set[str]:
-    return {t for t in re.findall(r"[a-z0-9]+(?:\.[0-9]+)?", text.lower()) if t not in _STOP and (len(t) > 2 or t.isdigit())}
+    return {t for t in word_tokens(text) if t not in _STOP and (len(t) > 2 or t.isdigit())}
 
 
 def focus_text(text: str, question: str, limit: int) -> str:
@@ -565,7 +568,8 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in decision.papers]},
                   observation="\n".join(_evidence_block(cells, env, question)), fixed=True))
-    cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step)
+    compute = asks_to_compute(question)
+    cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step, compute)
     if direct is not None:  # the computed rows are the answer in the shape the format asks for
         result.answer = direct
         result.verification = Verification("pass", [Check(render_answer(direct), "table", True, cells[0]["context"])]).to_dict()
@@ -577,10 +581,8 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
                   observation="", raw=reply.text, prompt_tokens=reply.prompt_tokens,
                   completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
     cited = used or cells[:2]
-    compute = asks_to_compute(question)
     shaped = _conform(answer, answer_format, add_step, compute)
-    check = verify(answer, [c.get("context") or c["text"] for c in (used or cells)], question=question,
-                   conformed=shaped)
+    check = verify(answer, _texts(used or cells), question=question, conformed=shaped)
     if check.status == "fail":
         note = "; ".join(f"'{c.claim}' {c.detail}" for c in check.failed) + ". Answer again from the evidence only."
         again, used2, reply2 = focused_answer(question, answer_format, decision.papers, cells, env, llm, note=note)
@@ -589,8 +591,7 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
                       raw=reply2.text, prompt_tokens=reply2.prompt_tokens,
                       completion_tokens=reply2.completion_tokens, cached_tokens=reply2.cached_tokens))
         shaped2 = _conform(again, answer_format, add_step, compute)
-        check2 = verify(again, [c.get("context") or c["text"] for c in (used2 or cells)], question=question,
-                        conformed=shaped2)
+        check2 = verify(again, _texts(used2 or cells), question=question, conformed=shaped2)
         if check2.status != "fail" or len(check2.failed) < len(check.failed):
             answer, cited, check, shaped = again, used2 or cells[:2], check2, shaped2
         check.repaired = True
@@ -602,13 +603,18 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
     return result
 
 
+def _texts(cells: list[dict]) -> list[str]:
+    """What the verifier checks an answer against: a table's or figure's whole context, else the cell text."""
+    return [c.get("context") or c["text"] for c in cells]
+
+
 def _table_operation(question: str, answer_format: str | None, cells: list[dict], llm: Any, result: Any,
-                     add_step: Callable) -> tuple[list[dict], Any]:
+                     add_step: Callable, compute: bool) -> tuple[list[dict], Any]:
     """When the question may ask for an extremum or a threshold and tables were retrieved, let the
     model choose the column and operation (:func:`neusym.agent.tableops.choose_operation`) and
     compute it: (cells with the computed rows first, citing the table; the answer when its shape
     follows from the rows — :func:`neusym.agent.tableops.shaped_answer` — and the question asks for
-    no further computation, else None). ``(cells, None)`` when nothing was computed."""
+    no further computation — ``compute`` false —, else None). ``(cells, None)`` when nothing was computed."""
     from neusym.agent.react import Step
     from neusym.agent.tableops import OPERATION_CUE, choose_operation, parse_table, shaped_answer
 
@@ -633,7 +639,7 @@ def _table_operation(question: str, answer_format: str | None, cells: list[dict]
     computed = {k: v for k, v in source.items() if k != "table_rows"}
     computed["context"] = line
     # "which is best, and by how much does it beat X": the rows are evidence, not the answer
-    return [computed] + cells, (None if asks_to_compute(question) else shaped_answer(computed_rows, answer_format))
+    return [computed] + cells, (None if compute else shaped_answer(computed_rows, answer_format))
 
 
 def _conform(answer: Any, answer_format: str | None, add_step: Callable, compute: bool = False) -> Any:

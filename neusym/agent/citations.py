@@ -37,7 +37,8 @@ class Citation:
         return asdict(self)
 
 
-def _tokens(text: str) -> set[str]:
+def word_tokens(text: str) -> set[str]:
+    """The lower-cased words and numbers of ``text`` ("f1", "85.5"; one-letter words dropped)."""
     return {t for t in re.findall(r"[a-z0-9]+(?:\.[0-9]+)?", (text or "").lower()) if len(t) > 1 or t.isdigit()}
 
 
@@ -45,12 +46,12 @@ def best_quote(text: str, answer: Any, *, max_chars: int = 300) -> str:
     """The sentence of ``text`` sharing the most words and numbers with ``answer``, verbatim (line
     breaks included), cut to ``max_chars``; the beginning of ``text`` when nothing overlaps."""
     text = text or ""
-    want = _tokens(answer if isinstance(answer, str) else str(answer))
+    want = word_tokens(answer if isinstance(answer, str) else str(answer))
     pieces = [p.strip() for p in _SENTENCE.split(text) if p.strip()]  # line breaks stay inside a sentence
     if not pieces:
         return text[:max_chars]
-    best = max(pieces, key=lambda p: (len(_tokens(p) & want), -abs(len(p) - 160)))
-    if not (_tokens(best) & want):
+    best = max(pieces, key=lambda p: (len(word_tokens(p) & want), -abs(len(p) - 160)))
+    if not (word_tokens(best) & want):
         best = pieces[0]
     return best[:max_chars]
 
@@ -97,4 +98,4 @@ def citations_for(env: Any, cells: list[dict], answer: Any, *, limit: int = 4) -
     return out
 
 
-__all__ = ["Citation", "best_quote", "cell_rows", "citations_for"]
+__all__ = ["Citation", "best_quote", "cell_rows", "citations_for", "word_tokens"]

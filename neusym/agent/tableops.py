@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from neusym.errors import NeusymError
+from neusym.evaluation.parsing import coerce_number
 
 OPERATION_CUE = re.compile(
     r"\b(highest|lowest|best|worst|largest|smallest|fewest|least|maximum|minimum|biggest|greatest|"
@@ -32,7 +33,6 @@ OPERATION_CUE = re.compile(
 """Words of a question that may ask for an extremum or a threshold over a table column."""
 
 OPERATIONS = ("highest", "lowest", "above", "below", "none")
-_NUMBER = re.compile(r"[-−+]?\d+(?:[.,]\d+)?")
 MAX_COLUMNS = 40
 
 
@@ -46,20 +46,13 @@ class ParsedTable:
 
 
 def cell_number(text: str) -> float | None:
-    """The number a table cell shows ("85.5", "62%", "−0.3", "1,284", "84.2±0.3" → 84.2), else None
-    (empty cells, words, several unrelated numbers such as "36.9 80.0")."""
-    t = (text or "").strip().replace("−", "-").replace("\u2009", "")
-    if not t:
-        return None
-    t = re.sub(r"(?<=\d),(?=\d{3}\b)", "", t)
-    t = re.split(r"\s*(?:±|\+/-|\()", t, maxsplit=1)[0].strip().rstrip("%*†‡").strip()
-    found = _NUMBER.findall(t)
-    if len(found) != 1 or re.sub(r"[\d.,+\-\s]", "", t):
-        return None
-    try:
-        return float(found[0].replace(",", "."))
-    except ValueError:
-        return None
+    """The number a table cell shows ("85.5", "62%", "−0.3", "1,284", "84.2±0.3" → 84.2, "91.6*"),
+    read by :func:`neusym.evaluation.parsing.coerce_number` after the cell's annotations (± spread,
+    a parenthesised aside, significance marks) are cut; None for empty cells, words and cells with
+    several numbers ("36.9 80.0")."""
+    t = re.split(r"\s*(?:±|\+/-|\()", (text or "").strip(), maxsplit=1)[0].strip().rstrip("*†‡").strip()
+    value = coerce_number(t, extract=False) if t else None
+    return None if value is None or isinstance(value, bool) else float(value)
 
 
 def parse_table(rows: list[list[str]]) -> ParsedTable | None:
