@@ -83,8 +83,12 @@ def test_features_and_intents():
     assert parse_intent("At which conference was LongEval published?").fields == ["venue"]
     assert parse_intent("At which conference (abbreviation and year) was the LongEval paper published, and on "
                         "which pages of the proceedings does it appear?") is None
-    assert parse_intent("Which authors of DecompX are affiliated with the University of Tehran?") is None
+    tehran = parse_intent("Which authors of DecompX are affiliated with the University of Tehran?")
+    assert (tehran.kind, tehran.org) == ("affiliated", "University of Tehran")
+    assert parse_intent("Which SPECTER authors contributed equally?").kind == "equal_contribution"
+    assert parse_intent("Which authors of X are affiliated with Y, and what are their e-mails?") is None
     assert parse_intent("How many authors of PopQA contributed equally?") is None
+    assert parse_intent("Which author of DecompX has an e-mail address at cam.ac.uk?") is None
     assert search_filters("Find the ACL 2023 paper on X", None) == {"venue": "acl", "year": 2023}
     assert search_filters("anything", ["iclr2024"]) == {"venue": "iclr", "year": 2024}
 
@@ -97,7 +101,9 @@ def test_route_decisions(env, ids):
     assert decide("Which paper introduces a benchmark of document-level tasks?").route == "paper_search"
     assert decide("What does the model use as negatives?", [ids["SPECTER"]]).route == "focused"
     assert decide("What loss does SPECTER optimize?").route == "focused"  # the short name resolves the paper
-    assert decide("Compare the datasets of the two papers.", [ids["SPECTER"], ids["LongEval"]]).route == "agent"
+    assert decide("Compare the datasets of the two papers.", [ids["SPECTER"], ids["LongEval"]]).route == "focused"
+    assert decide("Compare SPECTER's ablation variants.", [ids["SPECTER"]]).route == "focused"
+    assert decide("Compare how recent papers evaluate faithfulness.").route == "agent"  # no paper: the agent
     # nothing decides: one constrained LLM call picks the class
     llm = ScriptedLLM([{"route": "find_paper"}])
     d = route_question("Retrieval of long-tail facts from language models", paper_ids=None, answer_format=None,
@@ -142,6 +148,40 @@ def test_symbolic_counts_several_kinds_in_the_order_asked(corpus_settings):
     chained = answer_question("How many figures and tables does the SPECTER paper have?", settings=corpus_settings,
                               llm=NoLLM(), method="auto", answer_format=fmt)
     assert chained.answer == [len(figures), len(tables)] and len(chained.verification["checks"][0]["detail"]) > 20
+
+
+@pytest.mark.parametrize("question, pdf, expected, printed", [
+    ("Which authors of the DecompX paper are affiliated with the University of Tehran?", "acl2023_DecompX_acl-long.pdf",
+     ["Mohsen Fayyaz", "Ehsan Aghazadeh", "Yadollah Yaghoobzadeh"], "3 University of Tehran, Iran"),
+    ("Which authors of LongEval are affiliated with Yale University?", "eacl2023_2023.eacl-main.121_LongEval.pdf",
+     ["Arman Cohan"], "♡Yale University"),
+    ("Which SPECTER authors contributed equally?", "acl2020_2020.acl-main.207_SPECTER.pdf",
+     ["Arman Cohan", "Sergey Feldman"], "∗ Equal contribution"),
+    # named by the part of its title before the colon; the footnote says it in words, not by a mark
+    ("Which authors of the paper 'When Not to Trust Language Models' are marked as having equal contribution?",
+     "acl2023_2023.acl-long.478_PopQA-WhenNotToTrustLMs.pdf", ["Alex Mallen", "Akari Asai"],
+     "The first two authors contributed equally."),
+])
+def test_affiliation_and_equal_contribution_are_read_from_the_marks_of_page_one(corpus_settings, question, pdf,
+                                                                              expected, printed):
+    result = answer_question(question, settings=corpus_settings, llm=NoLLM(), method="auto")
+    assert result.route == "symbolic" and result.turns == 0
+    assert result.answer == expected and result.verification["status"] == "pass"
+    page1 = " ".join(pdf_text(SAMPLES / pdf, 1).split())
+    assert printed.replace(" ", "") in page1.replace(" ", "") and all(name in page1 for name in expected)
+    cite = result.citations[0]
+    assert (cite["table_name"], cite["page_number"], cite["quote"]) == ("pages", 1, printed)
+
+
+def test_an_affiliation_the_marks_do_not_settle_is_read_by_the_model(corpus_settings, ids):
+    # the Semantic Scholar paper prints its affiliations without marks; MIT is on no author line of LongEval
+    for question in ("Which authors of the Semantic Scholar literature graph paper are affiliated with Northwestern "
+                     "University?", "Which authors of LongEval are affiliated with MIT?"):
+        llm = ScriptedLLM([{"answer": "Doug Downey", "evidence": [1]}])
+        paper = ids["Construction of the Literature Graph in Semantic Scholar"] if "Semantic" in question else ids["LongEval"]
+        result = answer_question(question, settings=corpus_settings, llm=llm, method="auto", paper_ids=[paper])
+        assert result.route == "focused" and "template had no answer" in result.route_features["reason"]
+        assert "pages.page_content" in llm.requests[0]["messages"][1]["content"]  # the author block is evidence
 
 
 def test_authors_shared_by_two_papers_are_a_symbolic_answer(corpus_settings, ids):
@@ -276,10 +316,11 @@ def test_the_answer_is_constrained_to_the_type_its_format_asks_for(corpus_settin
 def test_author_questions_read_the_author_block_of_page_one(corpus_settings, ids):
     page1 = pdf_text(SAMPLES / "acl2023_DecompX_acl-long.pdf", 1)
     assert "University of Tehran" in page1
-    llm = ScriptedLLM([{"answer": ["Mohsen Fayyaz", "Ehsan Aghazadeh", "Yadollah Yaghoobzadeh"], "evidence": [1]}])
-    result = answer_question("Which authors of the DecompX paper are affiliated with the University of Tehran?",
+    assert "mp792@cam.ac.uk" in page1
+    llm = ScriptedLLM([{"answer": "Mohammad Taher Pilehvar", "evidence": [1]}])
+    result = answer_question("Which author of the DecompX paper has an e-mail address at cam.ac.uk?",
                              settings=corpus_settings, llm=llm, method="auto",
-                             answer_format="Your answer should be a Python list of author names.")
+                             answer_format="Your answer should be the author's name as a string.")
     assert result.route == "focused"
     first = llm.requests[0]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].split("\n[2]")[0]
     assert first.startswith("[1] (page 1, pages.page_content) DecompX") and "University of Tehran" in first
@@ -427,6 +468,70 @@ def test_threshold_and_header_rows_of_a_real_table():
     assert apply_operation(two, 1, "highest").text == "the highest 'Cite / MAP' is 91.6, in row SGC"
 
 
+# S2ORC's Table 5 as extracted from its PDF (page 8; ACL 2020, CC BY 4.0): four leading text columns
+S2ORC_TABLE_5 = [
+    ["Domain", "Dataset", "Reference", "Task", "SCIBERT", "S2ORC-SCIBERT"],
+    ["", "BC5CDR", "Li et al. (2016)", "NER", "90.01", "90.41 ± 0.06"],
+    ["", "ChemProt", "Krallinger et al. (2017)", "REL", "83.64", "84.59 ± 0.93"],
+    ["", "SciERC", "Luan et al. (2018)", "NER", "67.57", "68.93 ± 0.19"],
+    ["CS", "SciERC", "Luan et al. (2018)", "REL", "79.97", "81.77 ± 1.64"],
+    ["", "ACL-ARC", "Jurgens et al. (2018)", "CLS", "70.98", "68.45 ± 2.47"],
+    ["Biomed & CS", "SciCite", "Cohan et al. (2019)", "CLS", "85.49", "84.76 ± 0.37"],
+]
+
+
+def test_gaps_between_two_columns_of_real_tables():
+    from neusym.agent.tableops import apply_operation, asks_beyond, parse_table, row_labels, shaped_answer
+
+    # LongEval's Table 3 (page 5): the COARSE-FINE gap is smallest for "PubMed + ngram block", 11.7 vs 9.3
+    longeval = parse_table([["Dataset", "COARSE", "FINE"], ["SQuALITY", "18.5", "6.8"], ["PubMed", "11.8", "7.3"],
+                            ["PubMed + ngram block", "11.7", "9.3"], ["Average", "14.0", "7.8"]])
+    smallest = apply_operation(longeval, 2, "smallest_gap", other=1)  # either order
+    assert smallest.rows == [("PubMed + ngram block", 2.4)]
+    assert shaped_answer(smallest, "Your answer should be a Python list of two elements: the dataset setting and "
+                                   "the difference as a float.") == ["PubMed + ngram block", 2.4]
+    assert apply_operation(longeval, 1, "largest_gap").__class__ is type(None)  # a gap needs two columns
+    # S2ORC's Table 5: S2ORC-SciBERT gains most over SciBERT on SciERC relation extraction, 81.77 vs 79.97,
+    # whichever column the model names first (ACL-ARC, where SciBERT is ahead by 2.53, is not a gain)
+    s2orc = parse_table(S2ORC_TABLE_5)
+    assert row_labels(s2orc)[3] == "CS, SciERC, Luan et al. (2018), REL"
+    for first, second in ((4, 5), (5, 4)):
+        gain = apply_operation(s2orc, first, "largest_gap", other=second)
+        assert gain.rows == [("CS, SciERC, Luan et al. (2018), REL", 1.8)] and gain.column == "S2ORC-SCIBERT − SCIBERT"
+    # TableFormer's Table 6 (page 8; ACL 2022, CC BY 4.0): group labels centred over their columns, no spans
+    tableformer = parse_table([["", "", "Befor Perturb", "", "After Perturb"], ["", "ALL", "SEQ", "ALL", "V P"],
+                               ["TAPASBASE", "61.1", "31.3", "57.4", "14.0%"], ["TAPASBASE 1p", "63.4", "34.6", "63.4", "9.9%"],
+                               ["TABLEFORMERBASE", "66.7", "39.7", "66.7", "0.1%"]])
+    assert tableformer.columns[1:] == ["Befor Perturb / ALL", "Befor Perturb / SEQ", "After Perturb / ALL",
+                                       "After Perturb / V P"]
+    drop = apply_operation(tableformer, 3, "largest_gap", other=1)
+    assert drop.rows == [("TAPASBASE", 3.7)]
+    # the words a gap or an "Avg." column answers ask for nothing more; a second comparison does
+    assert not asks_beyond("In which setting is the gap between COARSE and FINE smallest, and how large is it?",
+                           smallest)
+    specter_ablation = parse_table([["", "CLS", "Avg."], ["SPECTER", "84.2", "80.0"], ["+ author", "82.7", "67.3"]])
+    lowest = apply_operation(specter_ablation, 2, "lowest")
+    assert not asks_beyond("Which variant lowers the overall average score the most, and what average does it get?",
+                           lowest)
+    assert asks_beyond("Which model has the highest CLS, and by how many points does it beat SPECTER?",
+                       apply_operation(specter_ablation, 1, "highest"))
+
+
+def test_gap_operations_are_offered_only_when_the_question_compares(corpus_settings):
+    from neusym.agent.tableops import choose_operation, parse_table
+
+    s2orc = parse_table(S2ORC_TABLE_5)
+    for question, offered in (("On which task does S2ORC-SciBERT gain the most over SciBERT?", True),
+                              ("Which task has the highest SciBERT score?", False)):
+        llm = ScriptedLLM([{"operation": "highest", "column": "[1] SCIBERT", "other_column": "none", "threshold": 0}])
+        chosen, _ = choose_operation(question, [(1, s2orc)], llm)
+        schema = llm.requests[0]["json_schema"]["properties"]
+        assert ("largest_gap" in schema["operation"]["enum"]) is offered
+        # only columns holding numbers can be chosen
+        assert schema["column"]["enum"] == ["[1] SCIBERT", "[1] S2ORC-SCIBERT"]
+        assert chosen[1].rows == [("BC5CDR, Li et al. (2016), NER", 90.01)]  # the highest of the column
+
+
 def test_a_long_excerpt_is_cut_around_the_sentences_the_question_asks_about():
     from neusym.agent.auto import focus_text
 
@@ -464,17 +569,33 @@ def test_verifier_units():
     assert verify("Another", [], titles={"a title"}).status == "fail"
 
 
+def test_a_question_about_two_papers_reads_the_best_excerpts_of_each(corpus_settings, ids):
+    q = ("SPECTER samples hard negatives for each query paper, and LongEval recommends a number of annotators. "
+         "How many hard negatives per query paper does SPECTER use?")
+    llm = ScriptedLLM([{"answer": 2, "evidence": [1, 4]}] * 2)  # a second reply for a repair round
+    result = answer_question(q, settings=corpus_settings, llm=llm, method="auto",
+                             answer_format="Your answer should be a single integer.",
+                             paper_ids=[ids["SPECTER"], ids["LongEval"]])
+    assert result.route == "focused" and result.route_features["reason"].startswith("about several papers")
+    assert 1 <= len(llm.requests) <= 2
+    evidence = llm.requests[0]["messages"][1]["content"].split("[Evidence]:\n", 1)[1]
+    lines = re.findall(r"^\[(\d+)\] \(([^,]+), page", evidence, re.M)
+    # three excerpts of each paper, each labelled with the paper it comes from, in the order given
+    assert [name for _, name in lines] == ["SPECTER"] * 3 + ["LongEval"] * 3
+    assert result.answer == 2
+    assert [c["paper_id"] for c in result.citations] == [ids["SPECTER"], ids["LongEval"]]
+
+
 # ------------------------------------------------------------------------------------ agent route
 def test_agent_route_verifies_and_cites_the_vector_hits(corpus_settings, ids):
-    q = "Compare the two papers: which of them releases a new evaluation benchmark?"
+    q = "Compared with the other papers here, which one releases a new evaluation benchmark?"
     llm = ScriptedLLM([
         act("RetrieveFromVectorstore", query="new evaluation benchmark", collection_name="text_bm25_en",
             table_name="chunks", column_name="text_content",
             filter=f"paper_id in ['{ids['SPECTER']}', '{ids['LongEval']}']", limit=3),
         act("GenerateAnswer", answer="SCIDOCS"),
     ])
-    result = answer_question(q, settings=corpus_settings, llm=llm, method="auto",
-                             paper_ids=[ids["SPECTER"], ids["LongEval"]])
+    result = answer_question(q, settings=corpus_settings, llm=llm, method="auto")
     assert result.route == "agent" and result.method == "auto" and result.answer == "SCIDOCS"
     assert result.verification["status"] in ("unverifiable", "pass")
     assert result.citations and all(c["paper_id"] in (ids["SPECTER"], ids["LongEval"]) for c in result.citations)

@@ -9,15 +9,18 @@ papers it is about and, only when those leave it open, one constrained LLM call,
   (:mod:`neusym.agent.symbolic`); no LLM;
 - ``paper_search`` — "which paper / find the work that ..." answered by the paper index with
   venue/year/author filters parsed from the question and the AirQA ``conference`` scope; no LLM;
-- ``focused`` — a question about one paper's text, tables, figures or formulas: BM25 and dense
-  hits over its chunks, table contents and captions, figure captions and OCR text and equations,
+- ``focused`` — a question about the text, tables, figures or formulas of one paper or of several
+  given or named papers (each paper searched on its own): BM25 and dense hits over their chunks, table contents and captions, figure captions and OCR text and equations,
   fused by reciprocal rank (SR-RAG), each chunk labelled with its enclosing section and cut around
   the sentences the question asks about, tables shown whole (caption + rows), figures with their
   OCR text, page 1's author block for author/affiliation questions; then ONE LLM call with a
-  compact prompt, its answer typed by the answer format (:func:`answer_schema`). Extremum and
-  threshold questions over a retrieved table are computed (:mod:`neusym.agent.tableops`: the model
-  picks operation and column, Python computes);
-- ``agent`` — the full NeuSym-RAG loop, for multi-paper and open-ended questions.
+  compact prompt, its answer typed by the answer format (:func:`answer_schema`). Extremum, threshold
+  and gap (two columns) questions over a retrieved table are computed (:mod:`neusym.agent.tableops`:
+  the model picks operation and columns, Python computes);
+- ``agent`` — the full NeuSym-RAG loop, for questions that name no paper and do not ask for one
+  (open-ended questions over the collection). Questions about several named papers went to the
+  agent before; on the dev set the focused reading of each paper answers them better and faster
+  (``benchmarks/results/airqa_dev_auto.json``).
 
 Every answer is checked by :func:`neusym.agent.verify.verify`; a failed check triggers one repair
 round (the focused prompt with the failed claims named). Every answer carries the cells it used
@@ -121,10 +124,13 @@ def route_question(question: str, *, paper_ids: list[str] | None, answer_format:
         return RouteDecision("symbolic", f, "authors shared by the papers", papers, intent)
     if intent is not None and intent.kind != "shared_authors" and len(papers) == 1 and not f["compare_cue"]:
         return RouteDecision("symbolic", f, f"metadata/aggregate intent '{intent.kind}' about one paper", papers, intent)
-    if len(papers) == 1 and not f["compare_cue"]:
-        return RouteDecision("focused", f, "about one paper's content", papers, intent)
-    if len(papers) >= 2 or f["compare_cue"]:
-        return RouteDecision("agent", f, "several papers or a comparison", papers, intent)
+    if len(papers) == 1:
+        why = "a comparison within one paper" if f["compare_cue"] else "about one paper's content"
+        return RouteDecision("focused", f, why, papers, intent)
+    if len(papers) >= 2:
+        return RouteDecision("focused", f, "about several papers: the best excerpts of each", papers, intent)
+    if f["compare_cue"]:
+        return RouteDecision("agent", f, "a comparison, no paper given or named", papers, intent)
     if llm is not None:
         choice = _llm_route(question, answer_format, llm)
         if choice == "find_paper":
@@ -178,15 +184,33 @@ EVIDENCE_ITEMS = 4
 EVIDENCE_CHARS = 650
 #: A table or figure (caption and rows / OCR text) may take more room than a text chunk: cut there.
 ELEMENT_EVIDENCE_CHARS = 2000
+#: A question about several papers reads this many cells of each of its first MAX_FOCUSED_PAPERS papers.
+EVIDENCE_PER_PAPER = 3
+MAX_FOCUSED_PAPERS = 3
 
 
 def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
-                     k: int = EVIDENCE_ITEMS) -> list[dict]:
+                     k: int = EVIDENCE_ITEMS, ensure_table: bool = False) -> list[dict]:
     """The ``k`` best cells of the papers for the question: every (view, collection) list of
     :data:`FOCUS_VIEWS` (6 hits each, filtered to the papers), fused by weighted reciprocal rank
     (w / (60 + rank)): text lists w = 1, table / figure / formula lists w = 1 when the question
     names that modality, else :data:`OFF_MODALITY_WEIGHT` (a paper's few figure captions would
-    otherwise top every question)."""
+    otherwise top every question).
+
+    Several papers (a question comparing or joining them): each paper is searched on its own and
+    gets :data:`EVIDENCE_PER_PAPER` cells (the first :data:`MAX_FOCUSED_PAPERS` papers), in the order
+    the papers are given, so one well-matching paper cannot take every excerpt.
+
+    ``ensure_table`` (the question may ask for a table operation): when no table is among the ``k``,
+    the best-ranked table is added as one more cell, so the operation has a table to work on without
+    displacing the text excerpts (raising the table weight instead lost as many text and formula
+    answers on the dev set as it gained tables)."""
+    if len(papers) > 1:
+        out: list[dict] = []
+        for paper in papers[:MAX_FOCUSED_PAPERS]:
+            out.extend(focused_evidence(question, [paper], env, modality=modality, k=EVIDENCE_PER_PAPER,
+                                        ensure_table=ensure_table))
+        return out
     ids = ", ".join(f"'{pid}'" for pid, _ in papers)
     flt = f"paper_id in [{ids}]"
     fused: dict[tuple[str, str], float] = {}
@@ -202,7 +226,10 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
                 key = (hit["table_name"], str(hit["primary_key"]))
                 fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank + 1)
                 cells.setdefault(key, hit)
-    ranked = sorted(fused, key=lambda key: -fused[key])[:k]
+    order = sorted(fused, key=lambda key: -fused[key])
+    ranked = order[:k]
+    if ensure_table and not any(table == "tables" for table, _ in ranked):
+        ranked += [key for key in order[k:] if key[0] == "tables"][:1]
     return [dict(cells[key], rrf=round(fused[key], 5)) for key in ranked]
 
 
@@ -226,10 +253,11 @@ def author_block_cells(question: str, papers: list[tuple[str, str]], env: Any) -
     rows = env.query("SELECT page_id::VARCHAR, ref_paper_id::VARCHAR, page_content FROM pages WHERE page_number = 1 "
                      f"AND ref_paper_id::VARCHAR IN ({', '.join('?' for _ in ids)})", ids)
     out = []
-    for page_id, _paper_id, content in rows:
+    for page_id, paper_id, content in rows:
         content = content or ""
         head = _ABSTRACT_HEAD.split(content, maxsplit=1)[0].strip()[:EVIDENCE_CHARS]
-        base = {"table_name": "pages", "column_name": "page_content", "primary_key": page_id, "page_number": 1}
+        base = {"table_name": "pages", "column_name": "page_content", "primary_key": page_id, "page_number": 1,
+                "paper_id": paper_id}
         if head:
             out.append(dict(base, text=head))
         out.extend(dict(base, text=line.strip()) for line in content.splitlines()
@@ -356,7 +384,22 @@ def focus_text(text: str, question: str, limit: int) -> str:
     return ("... " if i > 0 else "") + " ".join(sentences[i:j]) + (" ..." if j < len(sentences) else "")
 
 
-def _evidence_block(cells: list[dict], env: Any, question: str = "") -> list[str]:
+def short_title(title: str) -> str:
+    """How a reader names a paper in running text: the part of the title before its colon when that
+    is short ("SPECTER: Document-level ..." -> "SPECTER"), else its first six words."""
+    title = " ".join((title or "").split())
+    head = title.split(":", 1)[0]
+    if ":" in title and len(head) <= 40:
+        return head
+    words = title.split()
+    return " ".join(words[:6]) + (" ..." if len(words) > 6 else "")
+
+
+def _evidence_block(cells: list[dict], env: Any, question: str = "",
+                    papers: list[tuple[str, str]] | None = None) -> list[str]:
+    """The numbered evidence lines of the focused prompt; with several ``papers`` each line names
+    its paper (:func:`short_title`)."""
+    names = {pid: short_title(title) for pid, title in papers or []} if len(papers or []) > 1 else {}
     chunk_ids = [c["primary_key"] for c in cells if c["table_name"] == "chunks"]
     sections = {}
     if chunk_ids:
@@ -368,6 +411,8 @@ def _evidence_block(cells: list[dict], env: Any, question: str = "") -> list[str
     out = []
     for i, c in enumerate(cells, start=1):
         where = f"page {c.get('page_number')}"
+        if names.get(str(c.get("paper_id"))):
+            where = f"{names[str(c['paper_id'])]}, {where}"
         if c["table_name"] == "chunks" and sections.get(c["primary_key"]):
             where += f", section '{sections[c['primary_key']]}'"
         elif c["table_name"] in ("tables", "images") and c.get("context"):
@@ -385,7 +430,7 @@ def _evidence_block(cells: list[dict], env: Any, question: str = "") -> list[str
     return out
 
 
-_EVIDENCE_NUMBERS = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 9}, "maxItems": 4}
+_EVIDENCE_NUMBERS = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 15}, "maxItems": 4}
 _TEXT = {"type": "string", "maxLength": 500}
 _ELEMENT = {"anyOf": [{"type": "string", "maxLength": 300}, {"type": "number"}, {"type": "boolean"}]}
 
@@ -419,7 +464,7 @@ def answer_schema(answer_format: str | None, *, compute: bool = False) -> dict:
 
 
 FOCUSED_SYSTEM = (
-    "You answer a question about a research paper using only the numbered evidence excerpts. "
+    "You answer a question about research papers using only the numbered evidence excerpts. "
     "Reply with JSON: \"answer\" in exactly the required answer format, and \"evidence\": the numbers of the "
     "excerpts that support it. Copy names and numbers exactly as written in the evidence."
 )
@@ -438,7 +483,7 @@ def focused_answer(question: str, answer_format: str | None, papers: list[tuple[
     """One LLM call over the evidence ``cells``, its reply constrained by :func:`answer_schema`: (the answer
     as the model wrote it — a string, or a list / number / boolean when the format asks for one —, the
     cells it cites, the LLM reply)."""
-    lines = _evidence_block(cells, env, question)
+    lines = _evidence_block(cells, env, question, papers)
     titles = "; ".join(t for _, t in papers)
     user = (f"[Question]: {question.strip()}\n[Answer Format]: {(answer_format or 'A concise answer.').strip()}\n"
             f"[Paper]: {titles}\n[Evidence]:\n" + "\n".join(lines))
@@ -512,7 +557,7 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
                 result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
                 return result
             # the template could not answer (no such section, no author list ...): read the paper(s)
-            result.route = "focused" if len(decision.papers) == 1 else "agent"
+            result.route = "focused" if decision.papers else "agent"
             result.route_features["reason"] += f"; template had no answer, {result.route} instead"
         if result.route == "paper_search":
             return _paper_search(question, conferences, env, settings, result, add_step)
@@ -562,12 +607,15 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
              add_step: Callable) -> Any:
     from neusym.agent.react import Step
 
-    cells = focused_evidence(question, decision.papers, env, modality=decision.features.get("modality", []))
+    from neusym.agent.tableops import OPERATION_CUE
+
+    cells = focused_evidence(question, decision.papers, env, modality=decision.features.get("modality", []),
+                             ensure_table=bool(OPERATION_CUE.search(question)))
     cells = author_block_cells(question, decision.papers, env) + cells
     element_contexts(cells, env)
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in decision.papers]},
-                  observation="\n".join(_evidence_block(cells, env, question)), fixed=True))
+                  observation="\n".join(_evidence_block(cells, env, question, decision.papers)), fixed=True))
     compute = asks_to_compute(question)
     cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step, compute)
     if direct is not None:  # the computed rows are the answer in the shape the format asks for
@@ -610,13 +658,14 @@ def _texts(cells: list[dict]) -> list[str]:
 
 def _table_operation(question: str, answer_format: str | None, cells: list[dict], llm: Any, result: Any,
                      add_step: Callable, compute: bool) -> tuple[list[dict], Any]:
-    """When the question may ask for an extremum or a threshold and tables were retrieved, let the
+    """When the question may ask for an extremum, a threshold or a gap and tables were retrieved, let the
     model choose the column and operation (:func:`neusym.agent.tableops.choose_operation`) and
     compute it: (cells with the computed rows first, citing the table; the answer when its shape
     follows from the rows — :func:`neusym.agent.tableops.shaped_answer` — and the question asks for
-    no further computation — ``compute`` false —, else None). ``(cells, None)`` when nothing was computed."""
+    no computation beyond the operation's — ``compute`` false or
+    :func:`neusym.agent.tableops.asks_beyond` false —, else None). ``(cells, None)`` when nothing was computed."""
     from neusym.agent.react import Step
-    from neusym.agent.tableops import OPERATION_CUE, choose_operation, parse_table, shaped_answer
+    from neusym.agent.tableops import OPERATION_CUE, asks_beyond, choose_operation, parse_table, shaped_answer
 
     if not OPERATION_CUE.search(question or ""):
         return cells, None
@@ -633,13 +682,14 @@ def _table_operation(question: str, answer_format: str | None, cells: list[dict]
     source = cells[number - 1]
     caption = (source.get("context") or "").split("\n", 1)[0][:120] or "the table"
     line = f"Computed from {caption}: {computed_rows.text}"
-    add_step(Step(thought="the question asks for an extremum or threshold over a table: computed", action="TableOperation",
+    add_step(Step(thought="the question asks for an extremum, threshold or gap over a table: computed", action="TableOperation",
                   arguments={"choice": reply.text}, observation=line, fixed=True, prompt_tokens=reply.prompt_tokens,
                   completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
     computed = {k: v for k, v in source.items() if k != "table_rows"}
     computed["context"] = line
     # "which is best, and by how much does it beat X": the rows are evidence, not the answer
-    return [computed] + cells, (None if compute else shaped_answer(computed_rows, answer_format))
+    beyond = compute and asks_beyond(question, computed_rows)
+    return [computed] + cells, (None if beyond else shaped_answer(computed_rows, answer_format))
 
 
 def _conform(answer: Any, answer_format: str | None, add_step: Callable, compute: bool = False) -> Any:
@@ -662,5 +712,5 @@ def _count(result: Any, reply: Any) -> None:
     result.cached_tokens += reply.cached_tokens
 
 
-__all__ = ["ROUTES", "RouteDecision", "answer_auto", "answer_schema", "author_block_cells", "element_contexts", "features", "focused_evidence", "route_question",
+__all__ = ["ROUTES", "RouteDecision", "answer_auto", "answer_schema", "author_block_cells", "element_contexts", "features", "focused_evidence", "route_question", "short_title",
            "search_filters", "table_rows_text"]

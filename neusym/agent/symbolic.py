@@ -65,13 +65,25 @@ _SHARED_AUTHORS = re.compile(
     r"\bauthors?\b[^?]{0,80}?\b(?:is\s+also\s+an?\s+author|are\s+also\s+(?:the\s+)?authors)\b|"
     r"\bauthors?\b[^?]{0,60}?\bin\s+common\b|\bauthors?\s+shared\s+by\b|\b(?:common|shared)\s+authors?\b", re.I)
 """Who wrote both papers: "Which authors appear on both X and Y?", "Which author of X is also an author of Y?"."""
+_AFFILIATED = re.compile(
+    r"^\s*(?:which|who|name|list)\b[^?]{0,120}?\b(?:affiliated\s+with|(?:are|is|were|was)\s+(?:at|from)|"
+    r"work(?:s|ed)?\s+(?:at|for))\s+(?:the\s+)?(?P<org>[^?]{2,80}?)\s*\??\s*$", re.I)
+"""Which authors are affiliated with an organisation: "Which authors of X are affiliated with the
+University of Tehran?", "Who among the authors of X is at Google?"."""
+_EQUAL_CONTRIBUTION = re.compile(
+    r"^\s*(?:which|who|name|list)\b[^?]{0,160}?(?:\bequal(?:ly)?\s+contribut\w*|\bcontribut\w*\s+equally|"
+    r"\bjoint\s+first\s+authors?|\bco-?first\s+authors?)[^?]{0,40}\??\s*$", re.I)
+"""Which authors contributed equally: "Which authors of X are marked as having equal contribution?"."""
+_AUTHORS_WORD = re.compile(r"\bauthors?\b|\bwho\b", re.I)
+_EQUAL_WORDS = re.compile(r"equal(?:ly)?\s+contribut\w*|contribut\w*\s+equally", re.I)
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
 
 
 @dataclass
 class Intent:
     """A recognised symbolic question: ``kind`` (count, authors, author, authors_count, publication,
-    title, shared_authors) and its parameters (``element``, ``section``, ``position``); ``elements`` when one
+    title, shared_authors, affiliated, equal_contribution) and its parameters (``element``, ``section``,
+    ``position``, ``org`` — the organisation an ``affiliated`` question names); ``elements`` when one
     question counts several kinds ("how many figures and how many tables"), in the order asked."""
 
     kind: str
@@ -81,6 +93,7 @@ class Intent:
     section_number: str | None = None
     position: int | None = None
     fields: list[str] = field(default_factory=list)
+    org: str | None = None
 
 
 @dataclass
@@ -98,6 +111,13 @@ def parse_intent(question: str) -> Intent | None:
     """The symbolic intent of ``question``, or None when it is not a metadata/aggregate question
     or also asks for something no template answers (see ``_UNCOVERED``)."""
     q = " ".join(question.split())
+    affiliated = _AFFILIATED.search(q)
+    if affiliated and _AUTHORS_WORD.search(q) and not re.search(r"\band\s+(?:what|which|how|who|where|when)\b",
+                                                                affiliated.group("org"), re.I):
+        return Intent("affiliated", org=affiliated.group("org").strip().rstrip(".").strip())
+    if _EQUAL_CONTRIBUTION.search(q) and _AUTHORS_WORD.search(q) and not _UNCOVERED.search(
+            _EQUAL_WORDS.sub(" ", q)):
+        return Intent("equal_contribution")
     if _UNCOVERED.search(q):
         return None
     if _SHARED_AUTHORS.search(q):
@@ -173,7 +193,8 @@ def paper_catalog(env: Any) -> list[tuple[str, str, str | None]]:
 
 def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list[tuple[str, str]]:
     """The papers a question is about: the given ``paper_ids`` (with their titles), else the papers
-    whose full title or short name the question names (whole words, case- and accent-insensitive)."""
+    whose full title, short name or (three words or more) part before the colon the question names
+    (whole words, case- and accent-insensitive)."""
     catalog = paper_catalog(env)
     by_id = {pid: title for pid, title, _ in catalog}
     if paper_ids:
@@ -182,7 +203,9 @@ def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list
     found = []
     for pid, title, short in catalog:
         full = _norm(title)
-        if (len(full) > 12 and f" {full} " in q) or (short and len(_norm(short)) >= 3 and f" {_norm(short)} " in q):
+        head = _norm(title.split(":", 1)[0]) if ":" in title else ""  # "When Not to Trust Language Models"
+        if ((len(full) > 12 and f" {full} " in q) or (short and len(_norm(short)) >= 3 and f" {_norm(short)} " in q)
+                or (len(head.split()) >= 3 and len(head) > 12 and f" {head} " in q)):
             found.append((pid, title))
     return found
 
@@ -294,10 +317,49 @@ def answer_intent(intent: Intent, paper: tuple[str, str], env: Any, answer_forma
             answer = int(year)
         return SymbolicAnswer(answer, f"{title} was published at {full or abbr} ({abbr}) in {year}.", [sql],
                               [meta_cell])
+    if intent.kind in ("affiliated", "equal_contribution"):
+        return _answer_author_marks(intent, paper, env, answer_format)
     if intent.kind == "title":
         return SymbolicAnswer(title, f"The title is \"{title}\".", ["SELECT title FROM metadata WHERE paper_id = ?"],
                               [meta_cell])
     return None
+
+
+def _answer_author_marks(intent: Intent, paper: tuple[str, str], env: Any,
+                         answer_format: str | None) -> SymbolicAnswer | None:
+    """Authors affiliated with ``intent.org`` / marked as contributing equally, read from the marks of
+    page 1's author block (:mod:`neusym.agent.authorblock`) for the names in ``metadata.authors``.
+    An integer when the format asks for one (how many), one name when it asks for a string and one
+    author qualifies, else the list. None when the block cannot be read unambiguously."""
+    from neusym.agent.answer_format import shape_of
+    from neusym.agent.authorblock import affiliated_authors, equal_contribution_authors
+
+    pid, title = paper
+    sql_authors = "SELECT authors FROM metadata WHERE paper_id = ?"
+    sql_page = "SELECT page_id::VARCHAR, page_content FROM pages WHERE ref_paper_id = ? AND page_number = 1"
+    authors = env.query(sql_authors, [pid])
+    page = env.query(sql_page, [pid])
+    if not authors or not authors[0][0] or not page:
+        return None
+    names, (page_id, text) = list(authors[0][0]), page[0]
+    found = (affiliated_authors(text or "", names, intent.org or "") if intent.kind == "affiliated"
+             else equal_contribution_authors(text or "", names))
+    if found is None:
+        return None
+    chosen, printed = found
+    what = (f"affiliated with '{printed}'" if intent.kind == "affiliated"
+            else f"marked as contributing equally ('{printed}')")
+    explanation = f"Page 1 of {title}: {', '.join(chosen)} (by the marks after their names) {what}."
+    shape = shape_of(answer_format).kind
+    answer: Any = chosen
+    if shape == "int":
+        answer = len(chosen)
+    elif len(chosen) == 1 and shape in ("str", "free") and answer_format:
+        answer = chosen[0]
+    cells = [{"table_name": "pages", "column_name": "page_content", "primary_key": page_id, "page_number": 1,
+              "text": printed},
+             {"table_name": "metadata", "column_name": "authors", "primary_key": pid, "text": ", ".join(names)}]
+    return SymbolicAnswer(answer, explanation, [sql_authors, sql_page], cells)
 
 
 def _name_key(name: str) -> str:

@@ -5,8 +5,9 @@ table the focused route already retrieved. A 1.5B model reading six rows of numb
 row about as often as the right one; picking *which column and which operation* is a much easier,
 closed choice. So, NeuSym-style, the model only chooses, under a JSON schema whose enums are the
 table's own column names and the operations (:func:`choose_operation`), and Python computes
-(:func:`apply_operation`): the row with the highest / lowest value of that column, or the rows whose
-value is above / below a threshold. When the answer format's shape follows from the selected rows
+(:func:`apply_operation`): the row with the highest / lowest value of that column, the rows whose
+value is above / below a threshold, or the row where two columns differ most / least ("in which
+setting is the gap between COARSE and FINE smallest?"). When the answer format's shape follows from the selected rows
 (a name, a number, ``[name, number]``, a list of names: :func:`shaped_answer`) that is the answer;
 otherwise the result becomes the first evidence line of the answer call. Either way it cites the
 table.
@@ -28,11 +29,26 @@ from neusym.evaluation.parsing import coerce_number
 
 OPERATION_CUE = re.compile(
     r"\b(highest|lowest|best|worst|largest|smallest|fewest|least|maximum|minimum|biggest|greatest|"
-    r"most|top|above|below|more than|less than|greater than|fewer than|exceed\w*|at least|at most|over|under)\b",
+    r"most|top|above|below|more than|less than|greater than|fewer than|exceed\w*|at least|at most|over|under|"
+    r"gaps?|differences?)\b",
     re.I)
-"""Words of a question that may ask for an extremum or a threshold over a table column."""
+"""Words of a question that may ask for an extremum, a threshold or the largest / smallest gap
+between two columns of a table."""
 
-OPERATIONS = ("highest", "lowest", "above", "below", "none")
+OPERATIONS = ("highest", "lowest", "above", "below", "largest_gap", "smallest_gap", "none")
+GAP_OPERATIONS = ("largest_gap", "smallest_gap")
+#: What a gap operation computes, and an "Avg." column holds: such words of a question then ask for
+#: nothing more (see :func:`asks_beyond`).
+_GAP_WORDS = re.compile(r"\b(?:differences?|differ|gaps?|gains?|drops?|loses?|lost|increases?|decreases?|"
+                        r"improves?|improvements?|beats?|by how (?:many|much)|how much (?:more|less|higher|lower|"
+                        r"better|worse))\b", re.I)
+GAP_CUE = re.compile(_GAP_WORDS.pattern + r"|\bbetween\b|\bcompared\s+(?:with|to)\b|\bvs\.?|\bversus\b|"
+                     r"\bfrom\b[^?]{1,60}?\bto\b", re.I)
+"""Words of a question that may ask for a gap between two columns; without them the model is not
+offered the gap operations (offered always, the 1.5B model chose a gap for "which change lowers the
+average the most")."""
+_AVERAGE_WORDS = re.compile(r"\b(?:average|mean)\b", re.I)
+_AVERAGE_COLUMN = re.compile(r"\b(?:avg|average|mean)\b", re.I)
 MAX_COLUMNS = 40
 
 
@@ -55,6 +71,23 @@ def cell_number(text: str) -> float | None:
     return None if value is None or isinstance(value, bool) else float(value)
 
 
+def _spread_groups(row: list[str]) -> list[str]:
+    """A sparse upper header row (group labels such as "Before Perturb | After Perturb" that the PDF
+    centres over their columns, extracted as one cell each without a span) with each label copied to
+    the columns it is nearest to (ties go to the right label: a label centred over an even number of
+    columns lands on the right one of the middle two). Column 0 (the row labels) is left alone; a
+    row with labels in half of its columns or more is returned as it is."""
+    labelled = [j for j in range(1, len(row)) if row[j].strip()]
+    if not labelled or len(labelled) * 2 > len(row) - 1:
+        return row
+    out = list(row)
+    for j in range(1, len(row)):
+        if not row[j].strip():
+            nearest = min(labelled, key=lambda k: (abs(k - j), -k))
+            out[j] = row[nearest]
+    return out
+
+
 def parse_table(rows: list[list[str]]) -> ParsedTable | None:
     """Split ``rows`` (cell texts, first row first) into header and data: header rows are the
     leading rows where at most a third of the cells after the first hold a number. None when no
@@ -73,6 +106,7 @@ def parse_table(rows: list[list[str]]) -> ParsedTable | None:
     header, data = rows[:n_header], rows[n_header:]
     if not data:
         return None
+    header = [_spread_groups(row) if i < len(header) - 1 else row for i, row in enumerate(header)]
     columns = []
     for j in range(width):
         parts: list[str] = []
@@ -91,8 +125,9 @@ def parse_table(rows: list[list[str]]) -> ParsedTable | None:
 
 @dataclass
 class TableResult:
-    """What an operation selected: the ``operation``, the ``column`` name, the selected ``rows`` as
-    (row label = first cell, value) and ``text``, one evidence sentence saying so."""
+    """What an operation selected: the ``operation``, the ``column`` name (gap operations: both
+    names, "A − B"), the selected ``rows`` as (row label, value; for a gap the absolute difference)
+    and ``text``, one evidence sentence saying so."""
 
     operation: str
     column: str
@@ -100,21 +135,90 @@ class TableResult:
     text: str
 
 
+def row_labels(table: ParsedTable) -> list[str]:
+    """A label per data row: its first cell; when the table starts with several text columns
+    (S2ORC's "Domain | Dataset | Reference | Task"), their non-empty cells joined with ", "; "row N"
+    when there is no text."""
+    lead = 0
+    for j in range(len(table.columns)):
+        texts = sum(1 for r in table.rows if r[j].strip() and cell_number(r[j]) is None)
+        numbers = sum(1 for r in table.rows if cell_number(r[j]) is not None)
+        if numbers > texts:
+            break
+        lead += 1
+    labels = []
+    for i, row in enumerate(table.rows):
+        cells = [c.strip() for c in row[:max(lead, 1)] if c.strip()]
+        label = row[0].strip() if lead <= 1 else ", ".join(cells)
+        labels.append(label or f"row {i + 1}")
+    return labels
+
+
+def asks_beyond(question: str, result: TableResult) -> bool:
+    """Whether ``question`` asks to compute more than ``result`` did: its compute words
+    (:func:`neusym.agent.verify.asks_to_compute`) left once those a gap operation answers
+    ("difference", "gain", "by how many" ...) and, for a column named like an average ("Avg."),
+    "average" / "mean" are taken out."""
+    from neusym.agent.verify import asks_to_compute
+
+    rest = question or ""
+    if result.operation in GAP_OPERATIONS:
+        rest = _GAP_WORDS.sub(" ", rest)
+    if _AVERAGE_COLUMN.search(result.column):
+        rest = _AVERAGE_WORDS.sub(" ", rest)
+    return asks_to_compute(rest)
+
+
 def _plain(value: float) -> int | float:
     return int(value) if float(value).is_integer() else value
 
 
-def apply_operation(table: ParsedTable, column: int, operation: str, threshold: float | None = None
-                    ) -> TableResult | None:
+def _decimals(text: str) -> int:
+    m = re.search(r"\d[.,](\d+)", text or "")
+    return len(m.group(1)) if m else 0
+
+
+def apply_operation(table: ParsedTable, column: int, operation: str, threshold: float | None = None,
+                    other: int | None = None) -> TableResult | None:
     """The rows ``operation`` selects by the numbers of ``column`` (ties of an extremum all count);
-    None when the column holds no number, the operation is ``none`` or a threshold operation has no
-    threshold."""
-    values = [(row[0].strip() or f"row {i + 1}", cell_number(row[column])) for i, row in enumerate(table.rows)]
-    values = [(label, v) for label, v in values if v is not None]
+    ``smallest_gap``: the row whose absolute difference between ``column`` and ``other`` is smallest;
+    ``largest_gap``: the row whose difference is largest, oriented the way most rows go (so "gains
+    the most" and "loses the most" do not depend on the order the two columns were chosen in);
+    differences are rounded to the cells' decimals. None when the column holds no
+    number, the operation is ``none``, a threshold operation has no threshold or a gap operation no
+    second column."""
+    labels = row_labels(table)
     name = table.columns[column]
+    fmt = lambda v: f"{v:g}"  # noqa: E731
+    if operation in GAP_OPERATIONS:
+        if other is None or other == column:
+            return None
+        gaps = []
+        for label, row in zip(labels, table.rows):
+            a, b = cell_number(row[column]), cell_number(row[other])
+            if a is not None and b is not None:
+                places = max(_decimals(row[column]), _decimals(row[other]))
+                gaps.append((label, round(a - b, places), a, b))
+        if not gaps:
+            return None
+        if operation == "smallest_gap":  # "where is the gap between A and B smallest": either way round
+            gaps = [(label, abs(g), a, b) for label, g, a, b in gaps]
+        elif sum(1 for _, g, _, _ in gaps if g < 0) > sum(1 for _, g, _, _ in gaps if g > 0):
+            # "gains the most over B" / "loses the most": the difference oriented the way most rows go,
+            # whichever order the two columns were named in
+            gaps = [(label, -g, b, a) for label, g, a, b in gaps]
+            name, other = table.columns[other], column
+        top = (max if operation == "largest_gap" else min)(g for _, g, _, _ in gaps)
+        best = [g for g in gaps if g[1] == top]
+        other_name = table.columns[other]
+        size = "largest" if operation == "largest_gap" else "smallest"
+        return TableResult(operation, f"{name} − {other_name}", [(label, g) for label, g, _, _ in best],
+                           f"the {size} difference between '{name}' and '{other_name}' is {fmt(top)}, in row "
+                           + " and ".join(f"{label} ({fmt(a)} vs {fmt(b)})" for label, _, a, b in best))
+    values = [(label, cell_number(row[column])) for label, row in zip(labels, table.rows)]
+    values = [(label, v) for label, v in values if v is not None]
     if not values or operation not in OPERATIONS or operation == "none":
         return None
-    fmt = lambda v: f"{v:g}"  # noqa: E731
     if operation in ("highest", "lowest"):
         top = (max if operation == "highest" else min)(v for _, v in values)
         best = [(label, v) for label, v in values if v == top]
@@ -138,7 +242,7 @@ def shaped_answer(result: TableResult, answer_format: str | None) -> Any:
     shape = shape_of(answer_format)
     if not result.rows:
         return None
-    if result.operation in ("highest", "lowest"):
+    if result.operation in ("highest", "lowest") + GAP_OPERATIONS:
         if len(result.rows) != 1:
             return None
         label, value = result.rows[0]
@@ -156,23 +260,45 @@ def shaped_answer(result: TableResult, answer_format: str | None) -> Any:
     return None
 
 
-def operation_schema(tables: list[tuple[int, ParsedTable]]) -> dict:
-    """JSON schema of the model's choice: ``table`` (an evidence number), ``column`` (one of those
-    tables' column names, as ``"[n] name"``), ``operation`` (:data:`OPERATIONS`), ``threshold``."""
-    names = [f"[{n}] {c}" for n, t in tables for c in t.columns[1:MAX_COLUMNS]]
+def _numeric(table: ParsedTable, column: int) -> bool:
+    """Whether at least half of the column's non-empty cells are numbers (only those can be compared)."""
+    cells = [r[column] for r in table.rows if r[column].strip()]
+    return bool(cells) and 2 * sum(1 for c in cells if cell_number(c) is not None) >= len(cells)
+
+
+def operation_schema(tables: list[tuple[int, ParsedTable]], *, gaps: bool = True) -> dict:
+    """JSON schema of the model's choice: ``column`` (one of those tables' numeric column names, as
+    ``"[n] name"`` with n the evidence number), ``operation`` (:data:`OPERATIONS`, without the gap
+    operations unless ``gaps``), ``threshold``, ``other_column`` (the second column of a gap, or "none")."""
+    names = [f"[{n}] {c}" for n, t in tables for j, c in enumerate(t.columns[:MAX_COLUMNS]) if j and _numeric(t, j)]
+    operations = [op for op in OPERATIONS if gaps or op not in GAP_OPERATIONS]
     return {"type": "object",
-            "properties": {"operation": {"type": "string", "enum": list(OPERATIONS)},
+            "properties": {"operation": {"type": "string", "enum": operations},
                            "column": {"type": "string", "enum": names or ["none"]},
+                           "other_column": {"type": "string", "enum": names + ["none"]},
                            "threshold": {"type": "number"}},
-            "required": ["operation", "column", "threshold"], "additionalProperties": False}
+            "required": ["operation", "column", "other_column", "threshold"], "additionalProperties": False}
 
 
 CHOOSE_SYSTEM = (
     "Decide whether the question asks for the row of a table with the highest or lowest value of one column, "
-    "or for the rows whose value is above or below a number. Reply with JSON: \"operation\" (highest, lowest, "
-    "above, below, or none when the question asks something else), \"column\": the table column it is about, "
-    "\"threshold\": the number for above/below (0 otherwise)."
+    "for the rows whose value is above or below a number, or for the row where the difference between two "
+    "columns is largest or smallest. Reply with JSON: \"operation\" (highest, lowest, above, below, "
+    "largest_gap, smallest_gap, or none when the question asks something else), \"column\": the table column "
+    "it is about, \"other_column\": the second column of a gap (none otherwise), \"threshold\": the number "
+    "for above/below (0 otherwise)."
 )
+
+
+def _leaf(column: str) -> str:
+    return re.sub(r"\s*\(\d+\)$", "", column.rsplit(" / ", 1)[-1]).strip().lower()
+
+
+def _twin_column(table: ParsedTable, column: int) -> int | None:
+    """The one other column with the same lowest header under another group ("Before Perturb / ALL"
+    and "After Perturb / ALL"): the second column of a gap the model left out. None unless exactly one."""
+    twins = [j for j, c in enumerate(table.columns) if j not in (0, column) and _leaf(c) == _leaf(table.columns[column])]
+    return twins[0] if len(twins) == 1 else None
 
 
 def choose_operation(question: str, tables: list[tuple[int, ParsedTable]], llm: Any
@@ -184,11 +310,12 @@ def choose_operation(question: str, tables: list[tuple[int, ParsedTable]], llm: 
     if not tables:
         return None, None
     listing = "\n".join(f"[{n}] columns: " + " | ".join(t.columns[1:MAX_COLUMNS]) +
-                        "; rows: " + ", ".join(r[0] for r in t.rows[:12]) for n, t in tables)
+                        "; rows: " + ", ".join(row_labels(t)[:12]) for n, t in tables)
     user = f"[Question]: {question.strip()}\n[Tables]:\n{listing}"
     try:
         reply = llm.chat([{"role": "system", "content": CHOOSE_SYSTEM}, {"role": "user", "content": user}],
-                         json_schema=operation_schema(tables), max_tokens=60)
+                         json_schema=operation_schema(tables, gaps=bool(GAP_CUE.search(question or ""))),
+                         max_tokens=60)
         data = json.loads(reply.text)
     except (NeusymError, ValueError, TypeError, AttributeError):
         return None, None
@@ -200,10 +327,16 @@ def choose_operation(question: str, tables: list[tuple[int, ParsedTable]], llm: 
     if table is None or name not in table.columns:
         return None, reply
     threshold = data.get("threshold")
+    other = re.match(r"^\[(\d+)\] (.*)$", str(data.get("other_column", "")))
+    other_index = (table.columns.index(other.group(2)) if other and int(other.group(1)) == number
+                   and other.group(2) in table.columns else None)
+    if other_index is None and data["operation"] in GAP_OPERATIONS:
+        other_index = _twin_column(table, table.columns.index(name))
     result = apply_operation(table, table.columns.index(name), data["operation"],
-                             float(threshold) if isinstance(threshold, (int, float)) else None)
+                             float(threshold) if isinstance(threshold, (int, float)) else None, other_index)
     return ((number, result) if result else None), reply
 
 
-__all__ = ["OPERATIONS", "OPERATION_CUE", "ParsedTable", "TableResult", "apply_operation", "cell_number",
-           "choose_operation", "operation_schema", "parse_table", "shaped_answer"]
+__all__ = ["GAP_CUE", "GAP_OPERATIONS", "OPERATIONS", "OPERATION_CUE", "ParsedTable", "TableResult", "apply_operation",
+           "asks_beyond", "cell_number", "choose_operation", "operation_schema", "parse_table", "row_labels",
+           "shaped_answer"]

@@ -1,0 +1,134 @@
+"""Who is affiliated where, and who contributed equally, read from the author block on page 1.
+
+A paper's first page prints its authors with footnote marks ("Ali Modarressi1,2⋆ Mohsen Fayyaz3⋆",
+"Kyle Loα∗ Zejiang Shenα,τ∗"), then the affiliations, each after its mark ("3 University of Tehran,
+Iran", "♢University of Washington"), and a footnote naming the equal-contribution mark ("⋆ Equal
+contribution.", "∗denotes equal contribution") or the authors in words ("The first two authors
+contributed equally."). The functions here take the page text (``pages.page_content`` of page 1)
+and the author list (``metadata.authors``) and answer by matching marks, so "Which authors are
+affiliated with the University of Tehran?" needs no model. Every function returns None when the
+block cannot be read unambiguously (an author's name is not on the page, the organisation is not
+printed after a mark, no author carries the mark): the caller then reads the paper another way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+#: Characters used as author / affiliation marks: digits, footnote symbols, card suits, Greek letters.
+MARK_CHARS = "0-9∗*⋆†‡§¶♢♠♡♣♥♦#‖⋄◇○•" + "α-ω"
+_MARK_RUN = re.compile(rf"[{MARK_CHARS}](?:\s?,\s?[{MARK_CHARS}]|[{MARK_CHARS}])*")
+_ENTRY_START = re.compile(rf"(?:(?<=^)|(?<=\s)|(?<=,))([{MARK_CHARS}]+)\s*(?=[A-Z])", re.M)
+_ABSTRACT = re.compile(r"\n\s*(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
+_EQUAL_NOTE = re.compile(r"equal(?:ly)?\s+contribut\w*|contributed\s+equally|joint\s+first\s+authors?|"
+                         r"co-?first\s+authors?", re.I)
+_FIRST_N = re.compile(r"\bfirst\s+(two|three|four|five|2|3|4|5)\s+authors\b", re.I)
+_NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5}
+
+
+@dataclass
+class AuthorBlock:
+    """The marks of each author (``marks``: author name -> set of marks, in ``metadata.authors``
+    order) and the text after the last author name up to the abstract (``affiliations``)."""
+
+    marks: dict[str, set[str]]
+    affiliations: str
+
+
+def _split_marks(run: str) -> set[str]:
+    """"1,2⋆" -> {"1", "2", "⋆"}; digits group into numbers, every other mark is one character."""
+    out: set[str] = set()
+    for part in re.findall(r"\d+|[^\d\s,]", run):
+        out.add(part)
+    return out
+
+
+def _name_pattern(name: str) -> re.Pattern:
+    words = [re.escape(w) for w in name.split()]
+    return re.compile(r"(?<![A-Za-z])" + r"\s+".join(words) + r"(?![A-Za-z])")
+
+
+def read_block(page_text: str, authors: list[str]) -> AuthorBlock | None:
+    """The author block of ``page_text`` (page 1, before the abstract heading): each author's marks
+    (the mark characters printed right after the name; an empty set when none) and the affiliation
+    text after the last name. None when an author of ``authors`` is not printed there."""
+    head = _ABSTRACT.split(page_text or "", maxsplit=1)[0]
+    marks: dict[str, set[str]] = {}
+    end = 0
+    for name in authors:
+        m = _name_pattern(name).search(head)
+        if m is None:
+            return None
+        run = _MARK_RUN.match(head, m.end())
+        marks[name] = _split_marks(run.group(0)) if run else set()
+        end = max(end, run.end() if run else m.end())
+    return AuthorBlock(marks, head[end:])
+
+
+def _org_pattern(org: str) -> re.Pattern:
+    words = re.findall(r"\w+", org)
+    # not \b: a mark is glued to the name it precedes ("2Peking University", "ωUniversity of ...")
+    return re.compile(r"(?<![A-Za-z])" + r"\W+".join(re.escape(w) for w in words) + r"(?![A-Za-z])", re.I)
+
+
+def affiliated_authors(page_text: str, authors: list[str], org: str) -> tuple[list[str], str] | None:
+    """The authors (in ``authors`` order) carrying the mark printed before ``org`` in the affiliation
+    list, and that affiliation entry as printed (mark and text). None when the block cannot be read,
+    ``org`` is not in an entry that starts with a mark, or no author carries that mark."""
+    block = read_block(page_text, authors)
+    if block is None or not re.findall(r"\w+", org):
+        return None
+    text = block.affiliations
+    starts = list(_ENTRY_START.finditer(text))
+    found = _org_pattern(org).search(text)
+    if found is None:
+        return None
+    entry = None
+    for i, start in enumerate(starts):
+        stop = starts[i + 1].start() if i + 1 < len(starts) else len(text)
+        if start.start() <= found.start() and found.end() <= stop:
+            entry = (start, stop)
+    if entry is None:
+        return None
+    start, stop = entry
+    wanted = _split_marks(start.group(1))
+    chosen = [a for a in authors if block.marks[a] & wanted]
+    if not chosen:
+        return None
+    entry_text = " ".join(text[start.start():stop].split())
+    entry_text = re.split(r"\s(?=\S*@|\{)", entry_text, maxsplit=1)[0].rstrip(", ")  # the e-mail lines that follow
+    return chosen, entry_text
+
+
+def equal_contribution_authors(page_text: str, authors: list[str]) -> tuple[list[str], str] | None:
+    """The authors page 1 marks as contributing equally, and the footnote that says so: the mark that
+    starts the footnote ("⋆ Equal contribution.", "∗denotes equal contribution") matched against the
+    authors' marks, or "the first two authors contributed equally" read as words. None when page 1
+    has no such footnote or no author carries its mark."""
+    text = page_text or ""
+    for note in _EQUAL_NOTE.finditer(text):
+        line_start = text.rfind("\n", 0, note.start()) + 1
+        line_end = text.find("\n", note.end())
+        line = text[line_start:line_end if line_end >= 0 else len(text)].strip()
+        sentence_start = max(text.rfind(".", 0, note.start()), text.rfind("\n\n", 0, note.start())) + 1
+        sentence = " ".join(text[sentence_start:note.end()].split())
+        first = _FIRST_N.search(sentence)
+        if first:
+            n = _NUMBER_WORDS.get(first.group(1).lower()) or int(first.group(1))
+            if n <= len(authors):
+                return authors[:n], sentence + "."
+        mark = re.match(rf"\s*([{MARK_CHARS.replace('0-9', '')}]+)", line)
+        if mark is None:
+            continue
+        block = read_block(text, authors)
+        if block is None:
+            return None
+        wanted = _split_marks(mark.group(1))
+        chosen = [a for a in authors if block.marks[a] & wanted]
+        if chosen:
+            return chosen, line
+    return None
+
+
+__all__ = ["AuthorBlock", "MARK_CHARS", "affiliated_authors", "equal_contribution_authors", "read_block"]
