@@ -273,6 +273,30 @@ def test_a_number_written_as_an_expression_is_computed_and_its_operands_checked(
     assert result.verification["status"] == "pass"
 
 
+def test_a_question_giving_numbers_is_answered_by_the_arithmetic_the_model_writes(corpus_settings, ids):
+    from neusym.agent.auto import formula_expression, worked_computation
+
+    q = ("Using SPECTER's triplet margin loss with margin m = 1, what is the loss for a training triple whose "
+         "query-to-positive distance is 0.8 and query-to-negative distance is 1.5?")
+    assert worked_computation(q)
+    # the model writes the formula with the numbers put in, then a wrong result: the formula is computed
+    llm = ScriptedLLM([{"formula": "L = max(0.8 - 1.5 + 1, 0)", "answer": "0.0", "evidence": [1]}])
+    result = answer_question(q, settings=corpus_settings, llm=llm, method="auto", paper_ids=[ids["SPECTER"]],
+                             answer_format="Your answer should be a float with one decimal place.")
+    schema = llm.requests[0]["json_schema"]
+    assert schema["required"][:2] == ["formula", "answer"] and schema["properties"]["answer"]["type"] == "string"
+    assert result.answer == 0.3  # max(0.8 - 1.5 + 1, 0), worked by hand
+    calc = [s for s in result.trajectory if s.action == "CalculateExpr"]
+    assert calc and calc[0].arguments["expr"] == "max(0.8 - 1.5 + 1, 0)"
+    assert formula_expression("13 * 24 * 16") == "13 * 24 * 16"
+    assert formula_expression("AOPC(K) = 0.627") is None  # no arithmetic: the model's answer stands
+    assert formula_expression("max(-d + m + d, 0)") is None  # symbols, not numbers
+    assert formula_expression(None) is None
+    for plain in ("What does GPT-3 davinci-003 reach with 5 examples?", "Which model is best in Table 2 and Table 3?",
+                  "What recall@1 and recall@3 does DPR reach in 2023?", "How many hard negatives does SPECTER use?"):
+        assert not worked_computation(plain), plain
+
+
 def test_an_answer_of_the_wrong_shape_gets_a_repair_round(corpus_settings, ids):
     llm = ScriptedLLM([{"answer": "2", "evidence": [1]}, {"answer": "2, 3", "evidence": [1]}])
     result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,

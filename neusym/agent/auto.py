@@ -435,14 +435,35 @@ _TEXT = {"type": "string", "maxLength": 500}
 _ELEMENT = {"anyOf": [{"type": "string", "maxLength": 300}, {"type": "number"}, {"type": "boolean"}]}
 
 
-def answer_schema(answer_format: str | None, *, compute: bool = False) -> dict:
+_LITERAL = re.compile(r"(?<![\w.@])(?<!\w-)\d+(?:\.\d+)?%?(?![\w.])")
+_ELEMENT_NUMBER = re.compile(r"\b(?:tables?|figures?|fig\.|sections?|eq\.|equations?|appendix|algorithm|steps?)\s*$", re.I)
+_ASSIGNMENT = re.compile(r"\b[A-Za-z]\w{0,10}\s*=\s*-?\d")
+_WORKED_ASK = re.compile(r"\b(?:using|if|given|whose|when|for\s+a|suppose|assume)\b", re.I)
+
+
+def worked_computation(question: str) -> bool:
+    """Whether ``question`` gives the numbers to compute with ("... what is the loss for a triple whose
+    distances are 0.8 and 1.5?", "If J = 0.5 and C = 0.8 ...", "given its 24 layers and 16 heads"): an
+    assignment such as ``R = 1``, or two numbers or more (not years, not "Table 2" / "recall@1") with a
+    compute or condition word. Such answers are written as an expression and computed."""
+    q = question or ""
+    if _ASSIGNMENT.search(q):
+        return True
+    literals = [m for m in _LITERAL.finditer(q)
+                if not re.fullmatch(r"(?:19|20)\d\d", m.group(0)) and not _ELEMENT_NUMBER.search(q[:m.start()])]
+    return len(literals) >= 2 and (asks_to_compute(q) or bool(_WORKED_ASK.search(q)))
+
+
+def answer_schema(answer_format: str | None, *, compute: bool = False, worked: bool = False) -> dict:
     """The JSON schema of the focused answer: ``{"answer": <value>, "evidence": [excerpt numbers]}``
     with ``<value>`` typed as the answer format asks (:func:`neusym.agent.answer_format.shape_of`):
     a JSON array of exactly N strings / numbers / booleans for "a Python list of N elements", an
     integer, a number, a boolean, else a string. Constraining a small model to a string when the
     format asks for a list or a number made it write fragments such as ``:[`` or ``,27``.
     ``compute``: the question asks for a computed number, so a number may also be a string holding
-    an arithmetic expression (list elements always may), computed afterwards by CalculateExpr."""
+    an arithmetic expression (list elements always may), computed afterwards by CalculateExpr.
+    ``worked`` (:func:`worked_computation`): a number must be such an expression: answering the number
+    directly, the 1.5B model got none of the dev set's seven worked computations right."""
     from neusym.agent.answer_format import shape_of
 
     shape = shape_of(answer_format)
@@ -456,9 +477,13 @@ def answer_schema(answer_format: str | None, *, compute: bool = False) -> dict:
             value["maxItems"] = 20
     elif shape.kind in ("int", "float"):
         number = {"type": "integer" if shape.kind == "int" else "number"}
-        value = {"anyOf": [number, expression]} if compute else number
+        value = expression if worked else ({"anyOf": [number, expression]} if compute else number)
     elif shape.kind == "bool":
         value = {"type": "boolean"}
+    if worked:  # the formula written out first, then the expression that evaluates it
+        return {"type": "object", "properties": {"formula": {"type": "string", "maxLength": 300}, "answer": value,
+                                                 "evidence": _EVIDENCE_NUMBERS},
+                "required": ["formula", "answer", "evidence"], "additionalProperties": False}
     return {"type": "object", "properties": {"answer": value, "evidence": _EVIDENCE_NUMBERS},
             "required": ["answer", "evidence"], "additionalProperties": False}
 
@@ -477,6 +502,13 @@ COMPUTE_HINT = (
     "sqrt); it is computed for you."
 )
 
+#: Replaces :data:`COMPUTE_HINT` when the question gives the numbers (:func:`worked_computation`).
+WORKED_HINT = (
+    " The question gives numbers to compute with. First write \"formula\": the formula or rule from the evidence "
+    "with the question's numbers put in. Then write each number of \"answer\" as a string holding that arithmetic "
+    "expression (operators + - * / ** ( ) and functions max, min, sum, exp, log, sqrt); it is computed for you."
+)
+
 
 def focused_answer(question: str, answer_format: str | None, papers: list[tuple[str, str]], cells: list[dict],
                    env: Any, llm: Any, *, note: str = "") -> tuple[Any, list[dict], Any]:
@@ -489,18 +521,43 @@ def focused_answer(question: str, answer_format: str | None, papers: list[tuple[
             f"[Paper]: {titles}\n[Evidence]:\n" + "\n".join(lines))
     if note:
         user += f"\n[Check]: {note}"
-    compute = asks_to_compute(question)
-    system = FOCUSED_SYSTEM + (COMPUTE_HINT if compute else "")
+    worked = worked_computation(question)
+    compute = asks_to_compute(question) or worked
+    system = FOCUSED_SYSTEM + (WORKED_HINT if worked else COMPUTE_HINT if compute else "")
     reply = llm.chat([{"role": "system", "content": system}, {"role": "user", "content": user}],
-                     json_schema=answer_schema(answer_format, compute=compute), max_tokens=200)
+                     json_schema=answer_schema(answer_format, compute=compute, worked=worked), max_tokens=200)
     try:
         data = json.loads(reply.text)
         answer = data.get("answer", "")
         answer = answer.strip() if isinstance(answer, str) else answer
         used = [cells[i - 1] for i in data.get("evidence", []) if isinstance(i, int) and 1 <= i <= len(cells)]
+        if worked and not isinstance(answer, list):
+            answer = formula_expression(data.get("formula")) or answer
     except (ValueError, TypeError, AttributeError):
         answer, used = reply.text.strip(), []
     return answer, used, reply
+
+
+def formula_expression(formula: Any) -> str | None:
+    """The arithmetic in the model's written-out ``formula`` ("13 * 24 * 16", "L = max(0.8 - 1.5 + 1, 0)"):
+    the right-most ``=``-separated part that has an operator and evaluates to a number
+    (:func:`neusym.calc.calculate`), else None. The small model writes the right arithmetic and then a
+    wrong result ("13 * 24 * 16" and answer 5184): the arithmetic is what gets computed."""
+    from neusym.calc import calculate
+
+    if not isinstance(formula, str):
+        return None
+    for part in reversed(formula.split("=")):
+        part = part.strip().rstrip(".")
+        if not re.search(r"\d\s*[-+*/]\s*[\d(]|\w\(", part):
+            continue
+        try:
+            value = calculate(part)
+        except NeusymError:
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return part
+    return None
 
 
 # ------------------------------------------------------------------------------------ orchestration
@@ -616,7 +673,7 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in decision.papers]},
                   observation="\n".join(_evidence_block(cells, env, question, decision.papers)), fixed=True))
-    compute = asks_to_compute(question)
+    compute = asks_to_compute(question) or worked_computation(question)
     cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step, compute)
     if direct is not None:  # the computed rows are the answer in the shape the format asks for
         result.answer = direct
@@ -712,5 +769,5 @@ def _count(result: Any, reply: Any) -> None:
     result.cached_tokens += reply.cached_tokens
 
 
-__all__ = ["ROUTES", "RouteDecision", "answer_auto", "answer_schema", "author_block_cells", "element_contexts", "features", "focused_evidence", "route_question", "short_title",
+__all__ = ["ROUTES", "RouteDecision", "answer_auto", "answer_schema", "author_block_cells", "element_contexts", "features", "focused_evidence", "route_question", "short_title", "worked_computation",
            "search_filters", "table_rows_text"]

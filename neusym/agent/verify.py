@@ -121,7 +121,9 @@ def _short_answer(answer: Any) -> str | None:
 
 def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[str] | None = None,
            symbolic_sql: list[str] | None = None, conformed: Any = None) -> Verification:
-    """Check ``answer`` against ``evidence`` (the texts of the cells it cites or retrieved).
+    """Check ``answer`` against ``evidence`` (the texts of the cells it cites or retrieved): its numbers
+    must occur there or in ``question`` (an operand the question gives), unless the question asks to
+    compute; quoted strings and list items must occur in the evidence.
 
     ``titles``: the corpus's normalised titles, when the answer is a paper title (paper search);
     ``symbolic_sql``: the SQL that computed the answer (symbolic route); ``conformed``: the
@@ -147,6 +149,8 @@ def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[
     for value in dict.fromkeys(_numbers(text)):
         if _number_in(value, "\n".join(evidence)):
             checks.append(Check(value, "number", True, "occurs in the evidence"))
+        elif question and _number_in(value, question):  # an operand the question gives ("distance 0.8")
+            checks.append(Check(value, "number", True, "given in the question"))
         elif compute:
             checks.append(Check(value, "number", None, "computed from the evidence (not checked)"))
         else:
