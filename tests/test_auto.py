@@ -79,6 +79,10 @@ def test_features_and_intents():
     assert parse_intent("Who is the last author of LongEval?").position == -1
     assert parse_intent("How many figures are in section 3 of the paper?").section_number == "3"
     assert parse_intent("What loss does SPECTER optimize?") is None
+    # a counted word followed by another noun counts that noun, not the paper's authors or pages
+    assert parse_intent("Besides its 37M unique paper nodes, how many author nodes and entity nodes does the "
+                        "literature graph have?") is None
+    assert parse_intent("How many citations per paper does the corpus have?") is None
     # a question that also asks for what no template answers is not symbolic (the venue alone would be half of it)
     assert parse_intent("At which conference was LongEval published?").fields == ["venue"]
     assert parse_intent("At which conference (abbreviation and year) was the LongEval paper published, and on "

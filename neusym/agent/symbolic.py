@@ -33,13 +33,18 @@ ELEMENT_WORDS = {
     "reference": "references", "references": "references", "citation": "references", "citations": "references",
     "author": "authors", "authors": "authors",
 }
+_COUNTED = (r"(?=\s*(?:[?,.;:)]|$|(?:does|do|did|are|is|were|was|has|have|had|in|of|on|appear\w*|there|the|this|"
+            r"that|these|and|or|can|altogether|overall|in\s+total|with|without|across|from|contain\w*|listed|"
+            r"numbered|at|for|by|it|its|they|their)\b))")
+"""After the counted word: the end of the question or a function word. "How many author nodes does the
+graph have?" counts nodes, not the paper's authors."""
 _COUNT = re.compile(r"\bhow many\s+(?:distinct\s+|different\s+|numbered\s+|main\s+|top-level\s+)?"
-                    r"(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True)) + r")\b", re.I)
+                    r"(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True)) + r")\b" + _COUNTED, re.I)
 _ELEMENT_ALT = "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True))
 _AND_ELEMENT = re.compile(r"^\s*(?:,\s*)?and\s+(?:how many\s+)?(?:distinct\s+|different\s+|numbered\s+|main\s+|"
-                          r"top-level\s+)?(" + _ELEMENT_ALT + r")\b", re.I)
+                          r"top-level\s+)?(" + _ELEMENT_ALT + r")\b" + _COUNTED, re.I)
 _NUMBER_OF = re.compile(r"\b(?:the\s+)?(?:total\s+)?number\s+of\s+(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True))
-                        + r")\b", re.I)
+                        + r")\b" + _COUNTED, re.I)
 _IN_SECTION = re.compile(
     r"\bin\s+(?:the\s+)?(?:section\s+(?P<num>[A-Z]?\d+(?:\.\d+)*)\b|[\"“']?(?P<name>[A-Za-z][\w \-&]{2,60}?)[\"”']?\s+"
     r"(?:section|subsection)\b|section\s+[\"“'](?P<qname>[^\"”']{3,60})[\"”'])", re.I)
