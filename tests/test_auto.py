@@ -97,6 +97,41 @@ def test_features_and_intents():
     assert search_filters("anything", ["iclr2024"]) == {"venue": "iclr", "year": 2024}
 
 
+class CatalogEnv:
+    """An environment whose metadata table holds every title of ACL 2024 (tests/fixtures/acl/2024.acl.xml),
+    for the router's paper-name matching at conference size; ``query`` answers the catalog's SELECT only."""
+
+    def __init__(self):
+        from neusym.sources.acl_source import parse_acl_collection
+
+        from .conftest import FIXTURES
+
+        self.rows = [(f"p{i}", p.title) for i, p in enumerate(parse_acl_collection(FIXTURES / "acl" / "2024.acl.xml"))]
+
+    def query(self, sql, params=None):
+        assert sql.startswith("SELECT paper_id::VARCHAR, title FROM metadata")
+        return self.rows
+
+
+def test_a_short_name_that_is_a_common_word_names_a_paper_only_in_its_own_letter_case():
+    from neusym.agent.symbolic import resolve_papers
+
+    env = CatalogEnv()
+    titles = {t.split(":")[0]: t for _, t in env.rows}
+    assert {"Mirror", "Parrot", "Marathon", "Mission"} <= set(titles)  # real ACL 2024 titles
+    for question in ("Which paper uses a mirror of the model's own reasoning to correct it?",
+                     "Is there a marathon-length benchmark for long-context models?",
+                     "Which paper first parrots instructions back over many turns?"):
+        assert resolve_papers(question, None, env) == [], question
+    assert [t for _, t in resolve_papers("How does Mirror reflect on its own reasoning?", None, env)] == [titles["Mirror"]]
+    assert [t for _, t in resolve_papers("What does Parrot's training data contain?", None, env)] == [titles["Parrot"]]
+    # a question naming no paper is not read as one about "Marathon": the router's LLM call decides
+    llm = ScriptedLLM([{"route": "find_paper"}])
+    d = route_question("Is there a marathon-length benchmark for long-context models?", paper_ids=None,
+                       answer_format=None, env=env, llm=llm)
+    assert (d.route, d.papers, d.llm_used) == ("paper_search", [], True)
+
+
 def test_route_decisions(env, ids):
     decide = lambda q, p=None, fmt=None, conf=None: route_question(q, paper_ids=p, answer_format=fmt, env=env, llm=NoLLM(),  # noqa: E731
                                                                     conferences=conf)

@@ -196,10 +196,26 @@ def paper_catalog(env: Any) -> list[tuple[str, str, str | None]]:
     return cache
 
 
+def _strip_accents(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text or "") if not unicodedata.combining(c))
+
+
+def _names_short(question: str, short: str) -> bool:
+    """Whether ``question`` names a paper by its short name: as a whole word with the title's own letter
+    case ("SPECTER's", "PaperMage"); a conference holds papers called "FIRST", "SCALE" or "MATTER",
+    and "which paper first ..." must not resolve to one of them."""
+    name = " ".join(_strip_accents(short).split())
+    if len(_norm(name)) < 3:
+        return False
+    pattern = r"(?<![A-Za-z0-9])" + r"\s+".join(re.escape(w) for w in name.split()) + r"(?![A-Za-z0-9])"
+    return re.search(pattern, _strip_accents(question)) is not None
+
+
 def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list[tuple[str, str]]:
     """The papers a question is about: the given ``paper_ids`` (with their titles), else the papers
-    whose full title, short name or (three words or more) part before the colon the question names
-    (whole words, case- and accent-insensitive)."""
+    whose full title or (three words or more) part before the colon the question names (whole words,
+    case- and accent-insensitive), or whose short name it names with the title's letter case
+    (:func:`_names_short`)."""
     catalog = paper_catalog(env)
     by_id = {pid: title for pid, title, _ in catalog}
     if paper_ids:
@@ -209,7 +225,7 @@ def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list
     for pid, title, short in catalog:
         full = _norm(title)
         head = _norm(title.split(":", 1)[0]) if ":" in title else ""  # "When Not to Trust Language Models"
-        if ((len(full) > 12 and f" {full} " in q) or (short and len(_norm(short)) >= 3 and f" {_norm(short)} " in q)
+        if ((len(full) > 12 and f" {full} " in q) or (short and _names_short(question, short))
                 or (len(head.split()) >= 3 and len(head) > 12 and f" {head} " in q)):
             found.append((pid, title))
     return found
