@@ -1,8 +1,8 @@
 """Conference-wide paper search benchmark: recall@1/5/10 and latency of neusym.search vs two baselines.
 
 Corpus: ACL 2024 + Findings 2024 (``2.5k``: 2,460 papers) from the ACL Anthology XML in
-``/work/shared/corpus/acl`` (``--corpus-dir``), and optionally ``5k`` (+ EMNLP 2023 and 2024: 5,089
-papers). All papers are metadata-only (title + abstract), as a freshly crawled conference is.
+``/work/shared/corpus/acl`` (``--corpus-dir``), ``3.6k`` (+ EMNLP 2023) and ``5k`` (+ EMNLP 2023 and
+2024: 5,089 papers). All papers are metadata-only (title + abstract), as a freshly crawled conference is.
 
 Questions: ``questions.jsonl`` (the primary set: short natural-language questions in a researcher's
 words, written from abstracts, no 4-word phrase copied) and ``questions_detailed.jsonl`` (the same
@@ -67,6 +67,7 @@ from neusym.store.vectors import ClientBackend, EdgeBackend  # noqa: E402
 
 CORPORA = {
     "2.5k": ["2024.acl.xml", "2024.findings.xml"],
+    "3.6k": ["2024.acl.xml", "2024.findings.xml", "2023.emnlp.xml"],
     "5k": ["2024.acl.xml", "2024.findings.xml", "2024.emnlp.xml", "2023.emnlp.xml"],
 }
 QUESTION_SETS = {"concise": HERE / "questions.jsonl", "detailed": HERE / "questions_detailed.jsonl",
