@@ -132,6 +132,26 @@ def test_a_short_name_that_is_a_common_word_names_a_paper_only_in_its_own_letter
     assert (d.route, d.papers, d.llm_used) == ("paper_search", [], True)
 
 
+def test_a_quoted_title_that_is_not_in_the_corpus_is_said_so_without_the_llm(corpus_settings):
+    for question, title in (
+            ("Which authors of the paper 'A Paper That Is Not In This Corpus' contributed equally?",
+             "A Paper That Is Not In This Corpus"),
+            ('Which authors appear on both the SPECTER paper and the paper "Attention Is All You Need"?',
+             "Attention Is All You Need")):
+        result = answer_question(question, settings=corpus_settings, llm=NoLLM(), method="auto")
+        assert result.route == "symbolic" and result.turns == 0
+        assert result.answer == f"No paper titled '{title}' is in the corpus."
+        assert result.verification["status"] == "pass" and result.verification["checks"][0]["kind"] == "title"
+    # a quoted sentence is not a title, and a quoted part of a corpus title names that paper
+    from neusym.agent.symbolic import unknown_titles
+
+    with Environment(corpus_settings) as env:
+        assert unknown_titles("A medal table is asked 'Which nation won the most gold medals?' What is the answer?",
+                              env) == []
+        assert unknown_titles("Who wrote 'When Not to Trust Language Models'?", env) == []
+        assert unknown_titles("Who wrote 'Attention Is All You Need'?", env) == ["Attention Is All You Need"]
+
+
 def test_route_decisions(env, ids):
     decide = lambda q, p=None, fmt=None, conf=None: route_question(q, paper_ids=p, answer_format=fmt, env=env, llm=NoLLM(),  # noqa: E731
                                                                     conferences=conf)

@@ -45,6 +45,7 @@ from neusym.agent.symbolic import (
     parse_intent,
     render_answer,
     resolve_papers,
+    unknown_titles,
 )
 from neusym.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
@@ -118,6 +119,10 @@ def route_question(question: str, *, paper_ids: list[str] | None, answer_format:
     papers = resolve_papers(question, paper_ids, env)
     intent = parse_intent(question)
     f["papers_resolved"] = len(papers)
+    missing = [] if paper_ids else unknown_titles(question, env)
+    if missing:
+        return RouteDecision("symbolic", f, f"names a paper that is not in the corpus: '{missing[0]}'", papers,
+                             Intent("missing_paper", missing=missing[0]))
     if not paper_ids and (f["paper_search_cue"] or (conferences and f["title_format"])):
         return RouteDecision("paper_search", f, "asks for a paper, none given", papers)
     if intent is not None and intent.kind == "shared_authors" and len(papers) >= 2:
@@ -593,7 +598,8 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
     try:
         needs_llm = not paper_ids and not features(question, paper_ids, answer_format)["paper_search_cue"]
         decision = route_question(question, paper_ids=paper_ids, answer_format=answer_format, env=env,
-                                  llm=get_llm() if needs_llm and not resolve_papers(question, None, env) else None,
+                                  llm=get_llm() if needs_llm and not resolve_papers(question, None, env)
+                                  and not unknown_titles(question, env) else None,
                                   conferences=conferences)
         if decision.llm_used:
             result.turns += 1
@@ -601,6 +607,14 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
         result.route_features = dict(decision.features, reason=decision.reason,
                                       papers=[pid for pid, _ in decision.papers], llm_used=decision.llm_used)
         logger.info("route %s (%s) for %r: %s", decision.route, decision.reason, question[:120], decision.features)
+        if decision.route == "symbolic" and decision.intent.kind == "missing_paper":
+            title = decision.intent.missing
+            result.answer = f"No paper titled '{title}' is in the corpus."
+            add_step(Step(thought=result.answer, action="RetrieveFromDatabase",
+                          arguments={"sql": "SELECT title FROM metadata"}, observation=result.answer, fixed=True))
+            result.verification = Verification("pass", [Check(title, "title", True, "no title in metadata.title "
+                                                               "contains it")]).to_dict()
+            return result
         if decision.route == "symbolic":
             if decision.intent.kind == "shared_authors":
                 sym = answer_shared_authors(decision.papers, env, answer_format)

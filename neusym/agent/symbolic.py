@@ -87,8 +87,9 @@ _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last
 @dataclass
 class Intent:
     """A recognised symbolic question: ``kind`` (count, authors, author, authors_count, publication,
-    title, shared_authors, affiliated, equal_contribution) and its parameters (``element``, ``section``,
-    ``position``, ``org`` — the organisation an ``affiliated`` question names); ``elements`` when one
+    title, shared_authors, affiliated, equal_contribution, missing_paper) and its parameters (``element``,
+    ``section``, ``position``, ``org`` — the organisation an ``affiliated`` question names —, ``missing`` —
+    the quoted title a ``missing_paper`` question names); ``elements`` when one
     question counts several kinds ("how many figures and how many tables"), in the order asked."""
 
     kind: str
@@ -99,6 +100,7 @@ class Intent:
     position: int | None = None
     fields: list[str] = field(default_factory=list)
     org: str | None = None
+    missing: str | None = None
 
 
 @dataclass
@@ -209,6 +211,27 @@ def _names_short(question: str, short: str) -> bool:
         return False
     pattern = r"(?<![A-Za-z0-9])" + r"\s+".join(re.escape(w) for w in name.split()) + r"(?![A-Za-z0-9])"
     return re.search(pattern, _strip_accents(question)) is not None
+
+
+_QUOTED_TITLE = re.compile(r"(?:(?<=\s)|(?<=\()|^)['\"“‘]([^'\"“”‘’]{12,200})['\"”’](?=[\s,.;:?!)]|$)")
+
+
+def unknown_titles(question: str, env: Any) -> list[str]:
+    """Quoted titles in ``question`` that name no paper of the corpus: a quoted span of three words or
+    more, most of its longer words capitalised like a title ("the paper 'A Study of Things'"), that is
+    not part of any title in ``metadata``. A quoted sentence ("asked 'Which nation won the most gold
+    medals?'") is not a title."""
+    out = []
+    catalog = [_norm(t) for _, t, _ in paper_catalog(env)]
+    for m in _QUOTED_TITLE.finditer(question or ""):
+        text = " ".join(m.group(1).split())
+        words = [w for w in re.findall(r"[A-Za-z][\w-]*", text) if len(w) > 3]
+        if len(text.split()) < 3 or not words or sum(w[0].isupper() for w in words) < 0.6 * len(words):
+            continue
+        key = _norm(text)
+        if key and not any(key in title for title in catalog):
+            out.append(text)
+    return out
 
 
 def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list[tuple[str, str]]:
@@ -426,4 +449,4 @@ def render_answer(value: Any) -> str:
 
 
 __all__ = ["Intent", "SymbolicAnswer", "answer_intent", "answer_shared_authors", "paper_catalog", "parse_intent", "render_answer",
-           "resolve_papers"]
+           "resolve_papers", "unknown_titles"]
