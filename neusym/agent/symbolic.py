@@ -244,12 +244,18 @@ def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list
     if paper_ids:
         return [(pid, by_id[pid]) for pid in paper_ids if pid in by_id]
     q = f" {_norm(question)} "
+    names = getattr(env, "_paper_names", None)
+    if names is None or len(names) != len(catalog):  # normalised once per environment (corpus version)
+        names = []
+        for pid, title, short in catalog:
+            head = _norm(title.split(":", 1)[0]) if ":" in title else ""  # "When Not to Trust Language Models"
+            names.append((pid, title, short, _norm(title), _norm(short) if short else "",
+                          head if len(head.split()) >= 3 and len(head) > 12 else ""))
+        env._paper_names = names
     found = []
-    for pid, title, short in catalog:
-        full = _norm(title)
-        head = _norm(title.split(":", 1)[0]) if ":" in title else ""  # "When Not to Trust Language Models"
-        if ((len(full) > 12 and f" {full} " in q) or (short and _names_short(question, short))
-                or (len(head.split()) >= 3 and len(head) > 12 and f" {head} " in q)):
+    for pid, title, short, full, short_key, head in names:
+        if ((len(full) > 12 and f" {full} " in q) or (short_key and f" {short_key} " in q and _names_short(question, short))
+                or (head and f" {head} " in q)):
             found.append((pid, title))
     return found
 
