@@ -38,10 +38,7 @@ class AuthorBlock:
 
 def _split_marks(run: str) -> set[str]:
     """"1,2⋆" -> {"1", "2", "⋆"}; digits group into numbers, every other mark is one character."""
-    out: set[str] = set()
-    for part in re.findall(r"\d+|[^\d\s,]", run):
-        out.add(part)
-    return out
+    return set(re.findall(r"\d+|[^\d\s,]", run))
 
 
 def _name_pattern(name: str) -> re.Pattern:
@@ -107,6 +104,7 @@ def equal_contribution_authors(page_text: str, authors: list[str]) -> tuple[list
     authors' marks, or "the first two authors contributed equally" read as words. None when page 1
     has no such footnote or no author carries its mark."""
     text = page_text or ""
+    block: AuthorBlock | None = None
     for note in _EQUAL_NOTE.finditer(text):
         line_start = text.rfind("\n", 0, note.start()) + 1
         line_end = text.find("\n", note.end())
@@ -121,7 +119,7 @@ def equal_contribution_authors(page_text: str, authors: list[str]) -> tuple[list
         mark = re.match(rf"\s*([{MARK_CHARS.replace('0-9', '')}]+)", line)
         if mark is None:
             continue
-        block = read_block(text, authors)
+        block = block or read_block(text, authors)  # read once, for the first footnote with a mark
         if block is None:
             return None
         wanted = _split_marks(mark.group(1))

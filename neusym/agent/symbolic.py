@@ -178,9 +178,12 @@ def _pos(rx: re.Pattern, text: str) -> int:
 
 
 # ---------------------------------------------------------------------------------- paper lookup
+def _strip_accents(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text or "") if not unicodedata.combining(c))
+
+
 def _norm(text: str) -> str:
-    text = unicodedata.normalize("NFKD", text or "")
-    return " ".join(re.findall(r"[a-z0-9]+", "".join(c for c in text if not unicodedata.combining(c)).lower()))
+    return " ".join(re.findall(r"[a-z0-9]+", _strip_accents(text).lower()))
 
 
 def paper_catalog(env: Any) -> list[tuple[str, str, str | None]]:
@@ -198,10 +201,6 @@ def paper_catalog(env: Any) -> list[tuple[str, str, str | None]]:
     return cache
 
 
-def _strip_accents(text: str) -> str:
-    return "".join(c for c in unicodedata.normalize("NFKD", text or "") if not unicodedata.combining(c))
-
-
 def _names_short(question: str, short: str) -> bool:
     """Whether ``question`` names a paper by its short name: as a whole word with the title's own letter
     case ("SPECTER's", "PaperMage"); a conference holds papers called "FIRST", "SCALE" or "MATTER",
@@ -213,6 +212,22 @@ def _names_short(question: str, short: str) -> bool:
     return re.search(pattern, _strip_accents(question)) is not None
 
 
+def _paper_names(env: Any) -> list[tuple[str, str, str | None, str, str, str]]:
+    """:func:`paper_catalog` with the normalised forms the router matches, computed once per environment
+    (corpus version): (paper_id, title, short name, title, short name, part before the colon when it has
+    three words or more — "When Not to Trust Language Models" — else "") with the last three normalised."""
+    catalog = paper_catalog(env)
+    names = getattr(env, "_paper_names", None)
+    if names is None or len(names) != len(catalog):
+        names = []
+        for pid, title, short in catalog:
+            head = _norm(title.split(":", 1)[0]) if ":" in title else ""
+            names.append((pid, title, short, _norm(title), _norm(short) if short else "",
+                          head if len(head.split()) >= 3 and len(head) > 12 else ""))
+        env._paper_names = names
+    return names
+
+
 _QUOTED_TITLE = re.compile(r"(?:(?<=\s)|(?<=\()|^)['\"“‘]([^'\"“”‘’]{12,200})['\"”’](?=[\s,.;:?!)]|$)")
 
 
@@ -222,7 +237,7 @@ def unknown_titles(question: str, env: Any) -> list[str]:
     not part of any title in ``metadata``. A quoted sentence ("asked 'Which nation won the most gold
     medals?'") is not a title."""
     out = []
-    catalog = [_norm(t) for _, t, _ in paper_catalog(env)]
+    catalog = [full for _, _, _, full, _, _ in _paper_names(env)]
     for m in _QUOTED_TITLE.finditer(question or ""):
         text = " ".join(m.group(1).split())
         words = [w for w in re.findall(r"[A-Za-z][\w-]*", text) if len(w) > 3]
@@ -244,16 +259,8 @@ def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list
     if paper_ids:
         return [(pid, by_id[pid]) for pid in paper_ids if pid in by_id]
     q = f" {_norm(question)} "
-    names = getattr(env, "_paper_names", None)
-    if names is None or len(names) != len(catalog):  # normalised once per environment (corpus version)
-        names = []
-        for pid, title, short in catalog:
-            head = _norm(title.split(":", 1)[0]) if ":" in title else ""  # "When Not to Trust Language Models"
-            names.append((pid, title, short, _norm(title), _norm(short) if short else "",
-                          head if len(head.split()) >= 3 and len(head) > 12 else ""))
-        env._paper_names = names
     found = []
-    for pid, title, short, full, short_key, head in names:
+    for pid, title, short, full, short_key, head in _paper_names(env):
         if ((len(full) > 12 and f" {full} " in q) or (short_key and f" {short_key} " in q and _names_short(question, short))
                 or (head and f" {head} " in q)):
             found.append((pid, title))
