@@ -85,8 +85,16 @@ def test_features_and_intents():
     assert parse_intent("How many citations per paper does the corpus have?") is None
     # a question that also asks for what no template answers is not symbolic (the venue alone would be half of it)
     assert parse_intent("At which conference was LongEval published?").fields == ["venue"]
-    assert parse_intent("At which conference (abbreviation and year) was the LongEval paper published, and on "
-                        "which pages of the proceedings does it appear?") is None
+    pages = parse_intent("At which conference (abbreviation and year) was the LongEval paper published, and on "
+                         "which pages of the proceedings does it appear?")
+    assert (pages.kind, pages.fields) == ("publication", ["venue_year", "pages"])
+    assert parse_intent("On which proceedings page does each paper start?").fields == ["first_page"]
+    # pages of the PDF are not pages of the proceedings
+    assert parse_intent("How many pages does the SPECTER PDF have?").kind == "count"
+    assert parse_intent("On which page of the paper is Table 2?") is None
+    assert parse_intent("What is the title of that paper, and on which proceedings page is the highlighted sentence "
+                        "printed?") is None
+    assert parse_intent("At which conference was LongEval published, and what is its DOI?") is None
     tehran = parse_intent("Which authors of DecompX are affiliated with the University of Tehran?")
     assert (tehran.kind, tehran.org) == ("affiliated", "University of Tehran")
     assert parse_intent("Which SPECTER authors contributed equally?").kind == "equal_contribution"
@@ -192,6 +200,37 @@ def test_symbolic_authors_and_publication(corpus_settings, ids):
     pub = answer_question("In which year and venue was the SPECTER paper published?", settings=corpus_settings,
                           llm=NoLLM(), method="auto")
     assert pub.answer == [2020, "ACL"] and "2020" in pdf_text(SPECTER_PDF, 1)
+
+
+def test_proceedings_pages_are_read_from_the_footer_of_page_one(corpus_settings, ids):
+    longeval_pdf = SAMPLES / "eacl2023_2023.eacl-main.121_LongEval.pdf"
+    footer = " ".join(pdf_text(longeval_pdf, 1).split())
+    assert ("Proceedings of the 17th Conference of the European Chapter of the Association for Computational "
+            "Linguistics, pages 1650–1669 May 2-6, 2023") in footer
+    fmt = ("Your answer should be a Python list of two elements: the conference as a string such as 'ACL 2020', and a "
+           "list of two integers [first page, last page].")
+    one = answer_question("At which conference (abbreviation and year) was the LongEval paper published, and on which "
+                          "pages of the proceedings does it appear?", settings=corpus_settings, llm=NoLLM(),
+                          method="auto", answer_format=fmt)
+    assert one.route == "symbolic" and one.answer == ["EACL 2023", [1650, 1669]]
+    assert one.verification["status"] == "pass"
+    cited = [c for c in one.citations if c["page_number"] == 1 and c["quote"] == "pages 1650–1669"]
+    assert cited and cited[0]["paper_id"] == ids["LongEval"]
+    # two papers: the first page of each, in the order they are named; venues differ, so none is given once
+    specter_footer = " ".join(pdf_text(SPECTER_PDF, 1).split())
+    assert "Association for Computational Linguistics, pages 2270–2282 July 5 - 10, 2020" in specter_footer
+    each = answer_question("Were SPECTER and LongEval published in the same proceedings? For each, which conference "
+                           "was it, and on which proceedings page does it start?", settings=corpus_settings,
+                           llm=NoLLM(), method="auto")
+    assert each.route == "symbolic" and each.answer == [["ACL", 2270], ["EACL", 1650]]
+    # a PDF without a proceedings footer (the PopQA sample has none on page 1): the template does not guess
+    popqa = " ".join(pdf_text(SAMPLES / "acl2023_2023.acl-long.478_PopQA-WhenNotToTrustLMs.pdf", 1).split())
+    assert not re.search(r"pages \d+\s*[–-]\s*\d+", popqa)
+    from neusym.agent.symbolic import proceedings_pages
+
+    with Environment(corpus_settings) as env:
+        assert proceedings_pages(env, ids["When Not to Trust Language Models"]) is None
+        assert proceedings_pages(env, ids["Construction of the Literature Graph in Semantic Scholar"])[:2] == (84, 91)
 
 
 def test_symbolic_counts_several_kinds_in_the_order_asked(corpus_settings):

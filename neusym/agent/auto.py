@@ -41,6 +41,7 @@ from neusym.agent.citations import citations_for, word_tokens
 from neusym.agent.symbolic import (
     Intent,
     answer_intent,
+    answer_publication_many,
     answer_shared_authors,
     parse_intent,
     render_answer,
@@ -127,6 +128,8 @@ def route_question(question: str, *, paper_ids: list[str] | None, answer_format:
         return RouteDecision("paper_search", f, "asks for a paper, none given", papers)
     if intent is not None and intent.kind == "shared_authors" and len(papers) >= 2:
         return RouteDecision("symbolic", f, "authors shared by the papers", papers, intent)
+    if intent is not None and intent.kind == "publication" and len(papers) >= 2:
+        return RouteDecision("symbolic", f, "venue / pages of each paper", papers, intent)
     if intent is not None and intent.kind != "shared_authors" and len(papers) == 1 and not f["compare_cue"]:
         return RouteDecision("symbolic", f, f"metadata/aggregate intent '{intent.kind}' about one paper", papers, intent)
     if len(papers) == 1:
@@ -618,6 +621,8 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
         if decision.route == "symbolic":
             if decision.intent.kind == "shared_authors":
                 sym = answer_shared_authors(decision.papers, env, answer_format)
+            elif len(decision.papers) >= 2:
+                sym = answer_publication_many(decision.intent, decision.papers, env, answer_format)
             else:
                 sym = answer_intent(decision.intent, decision.papers[0], env, answer_format)
             if sym is not None:

@@ -52,18 +52,30 @@ _AUTHOR_POS = re.compile(r"\b(first|last|second|third|fourth|fifth|corresponding
 _AUTHORS = re.compile(r"\b(?:who\s+(?:are|were|is|wrote)\b.*\bauthors?\b|(?:list|name|give)\s+(?:all\s+)?(?:of\s+)?"
                       r"(?:the\s+)?authors\b|\bwho\s+wrote\b|^\s*(?:what|which)\s+are\s+the\s+(?:names\s+of\s+the\s+)?"
                       r"authors\b)", re.I)
-_VENUE = re.compile(r"\b(?:which|what|at what|in what|in which)\s+(?:conference|venue|proceedings|workshop)\b|"
+_VENUE = re.compile(r"\b(?:which|what|at what|in what|in which)\s+(?:conference|venue|proceedings(?!\s+pages?\b)|workshop)\b|"
                     r"\bwhere\s+was\b.*\bpublished\b", re.I)
 _YEAR = re.compile(r"\b(?:which|what|in what|in which)\s+year\b|\bwhen\s+was\b.*\bpublished\b|"
                    r"\bpublication\s+year\b|\byear\s+of\s+publication\b", re.I)
 _PAIR = re.compile(r"\b(year|venue|conference)\s+(?:and|&)\s+(?:the\s+)?(year|venue|conference)\b", re.I)
 _TITLE = re.compile(r"\b(?:what\s+is|what's|give|state)\s+(?:the\s+)?(?:full\s+|exact\s+|complete\s+)?title\b", re.I)
 _UNCOVERED = re.compile(
-    r"\b(?:which|what)\s+pages\b|\bpage\s+(?:range|numbers?)\s+(?:of|in)\s+the\s+proceedings\b|\baffiliat\w*|"
-    r"\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal\s+contribution\b|\bdoi\b|\bgrants?\b|\bfund(?:ed|ing)\b",
-    re.I)
-"""Parts of a question no template answers (proceedings pages, affiliations, e-mails, equal
-contribution, DOI, funding): such a question is not symbolic, even when it also asks for a venue."""
+    r"\baffiliat\w*|\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal\s+contribution\b|\bdoi\b|\bgrants?\b|"
+    r"\bfund(?:ed|ing)\b", re.I)
+"""Parts of a question no template answers (affiliations, e-mails, equal contribution, DOI, funding):
+such a question is not symbolic, even when it also asks for a venue."""
+_PROCEEDINGS_PAGES = re.compile(
+    r"\b(?:which|what)\s+pages\s+(?:of|in)\s+the\s+proceedings\b|\bproceedings\s+pages\b(?!\s+(?:is|are)\b)|"
+    r"\bproceedings\s+page\b[^?.]{0,40}\b(?:start|begin|appear)s?\b|\bpage\s+range\b", re.I)
+"""Where in the proceedings a paper is printed: "on which pages of the proceedings does it appear?",
+"on which proceedings page does each paper start?", "what is its page range?" — not "on which
+proceedings page is the highlighted sentence printed?" (a page of the paper's content)."""
+_AND_ASKS = re.compile(r"\band\s+(?:on\s+|in\s+|at\s+|for\s+)?(?:which|what|how|who|where|when)\b", re.I)
+_FIRST_PAGE = re.compile(r"\b(?:start|begin)s?\b|\bfirst\s+page\b", re.I)
+_VENUE_YEAR = re.compile(r"\babbreviation\s+and\s+year\b|\b(?:conference|venue)\s+and\s+year\s+as\s+(?:one|a\s+single)"
+                         r"\s+string\b", re.I)
+_FORMAT_VENUE_YEAR = re.compile(r"""\bsuch\s+as\s+['"][A-Za-z*-]+\s?(?:19|20)\d\d['"]""")
+_BIBTEX_PAGES = re.compile(r"\bpages\s*=\s*[{\"]\s*(\d+)\s*[-–—]+\s*(\d+)\s*[}\"]", re.I)
+_FOOTER_PAGES = re.compile(r"\bpages\s+(\d+)\s*[-–—]+\s*(\d+)\b")
 _SHARED_AUTHORS = re.compile(
     r"^\s*(?:which|name|list)\s+(?:the\s+|all\s+)?(?:\w+\s+)?authors?\b[^?]{0,100}?\b(?:on|of|in)\s+both\b|"
     r"^\s*who\b[^?]{0,60}?\b(?:wrote|authored|co-?authored|is\s+an\s+author\s+of|are\s+authors\s+of)\s+both\b|"
@@ -89,7 +101,9 @@ class Intent:
     """A recognised symbolic question: ``kind`` (count, authors, author, authors_count, publication,
     title, shared_authors, affiliated, equal_contribution, missing_paper) and its parameters (``element``,
     ``section``, ``position``, ``org`` — the organisation an ``affiliated`` question names —, ``missing`` —
-    the quoted title a ``missing_paper`` question names); ``elements`` when one
+    the quoted title a ``missing_paper`` question names, ``fields`` — of a ``publication`` question, among
+    venue, year, venue_year, pages, first_page —, ``same`` — the question says several papers share
+    the venue); ``elements`` when one
     question counts several kinds ("how many figures and how many tables"), in the order asked."""
 
     kind: str
@@ -101,6 +115,7 @@ class Intent:
     fields: list[str] = field(default_factory=list)
     org: str | None = None
     missing: str | None = None
+    same: bool = False
 
 
 @dataclass
@@ -157,17 +172,23 @@ def parse_intent(question: str) -> Intent | None:
         return Intent("author", position=_ORDINALS[pos.group(1).lower()])
     if _AUTHORS.search(q):
         return Intent("authors")
+    pages = _PROCEEDINGS_PAGES.search(q)
+    page_field = ("first_page" if _FIRST_PAGE.search(q) else "pages") if pages else None
     pair = _PAIR.search(q)
     if pair and re.search(r"\b(which|what|when|where|give|state|name)\b", q, re.I):
         fields = ["year" if w.lower() == "year" else "venue" for w in pair.groups()]
         if len(set(fields)) == 2:
-            return Intent("publication", fields=fields)
+            return Intent("publication", fields=fields + ([page_field] if page_field else []))
     venue, year = bool(_VENUE.search(q)), bool(_YEAR.search(q))
-    if venue or year:
-        fields = [f for f, on, at in sorted((("venue", venue, _pos(_VENUE, q)), ("year", year, _pos(_YEAR, q))),
-                                            key=lambda x: x[2]) if on]
-        return Intent("publication", fields=fields)
-    if _TITLE.search(q):
+    if venue or year or pages:
+        found = [("venue", venue, _pos(_VENUE, q)), ("year", year, _pos(_YEAR, q)),
+                 (page_field, bool(pages), pages.start() if pages else -1)]
+        fields = [f for f, on, at in sorted(found, key=lambda x: x[2]) if on]
+        if _VENUE_YEAR.search(q) and "venue" in fields:
+            fields = ["venue_year" if f == "venue" else f for f in fields if f != "year"]
+        return Intent("publication", fields=fields, same=bool(re.search(r"\bsame\b", q, re.I)))
+    title = _TITLE.search(q)
+    if title and not _AND_ASKS.search(q, title.end()):  # "the title, and on which page ...": half an answer
         return Intent("title")
     return None
 
@@ -364,22 +385,119 @@ def answer_intent(intent: Intent, paper: tuple[str, str], env: Any, answer_forma
             return None
         return SymbolicAnswer(authors, f"The authors of {title} are {', '.join(authors)}.", [sql], [cell])
     if intent.kind == "publication":
-        sql = "SELECT conference_abbreviation, conference_full, pub_year FROM metadata WHERE paper_id = ?"
-        abbr, full, year = env.query(sql, [pid])[0]
-        values = {"venue": abbr or full, "year": year}
-        if any(values[f] is None for f in intent.fields):
-            return None
-        answer: Any = values[intent.fields[0]] if len(intent.fields) == 1 else [values[f] for f in intent.fields]
-        if intent.fields == ["year"]:
-            answer = int(year)
-        return SymbolicAnswer(answer, f"{title} was published at {full or abbr} ({abbr}) in {year}.", [sql],
-                              [meta_cell])
+        return _answer_publication(intent, paper, env, answer_format)
     if intent.kind in ("affiliated", "equal_contribution"):
         return _answer_author_marks(intent, paper, env, answer_format)
     if intent.kind == "title":
         return SymbolicAnswer(title, f"The title is \"{title}\".", ["SELECT title FROM metadata WHERE paper_id = ?"],
                               [meta_cell])
     return None
+
+
+def proceedings_pages(env: Any, paper_id: str) -> tuple[int, int, dict] | None:
+    """(first page, last page, cell) of the paper in its printed proceedings: the ``pages`` field of
+    ``metadata.bibtex`` (set by the ACL Anthology crawl, "2270--2282"), else the "pages 2270–2282" of
+    the proceedings footer on page 1 of the PDF (``pages.page_content``). None when neither says."""
+    rows = env.query("SELECT bibtex FROM metadata WHERE paper_id = ?", [paper_id])
+    m = _BIBTEX_PAGES.search(rows[0][0] or "") if rows else None
+    if m:
+        return int(m.group(1)), int(m.group(2)), {"table_name": "metadata", "column_name": "bibtex",
+                                                  "primary_key": paper_id, "text": m.group(0)}
+    page = env.query("SELECT page_id::VARCHAR, page_content FROM pages WHERE ref_paper_id = ? AND page_number = 1",
+                     [paper_id])
+    if not page:
+        return None
+    page_id, text = page[0]
+    m = _FOOTER_PAGES.search(" ".join((text or "").split()))
+    if not m or int(m.group(2)) < int(m.group(1)):
+        return None
+    return int(m.group(1)), int(m.group(2)), {"table_name": "pages", "column_name": "page_content",
+                                              "primary_key": page_id, "page_number": 1, "text": m.group(0)}
+
+
+def _publication_values(env: Any, paper_id: str, fields: list[str]) -> tuple[dict, list[dict], list[str]] | None:
+    """The values of ``fields`` (venue, year, venue_year, pages, first_page) for one paper, the cells
+    read and the SQL that ran; None when one of them is unknown."""
+    sql = "SELECT conference_abbreviation, conference_full, pub_year, title FROM metadata WHERE paper_id = ?"
+    abbr, full, year, title = env.query(sql, [paper_id])[0]
+    values: dict[str, Any] = {"venue": abbr or full, "year": int(year) if year is not None else None,
+                              "venue_year": f"{abbr} {year}" if abbr and year else None}
+    cells = [{"table_name": "metadata", "column_name": "title", "primary_key": paper_id, "text": title}]
+    sqls = [sql]
+    if {"pages", "first_page"} & set(fields):
+        found = proceedings_pages(env, paper_id)
+        if found is None:
+            return None
+        first, last, cell = found
+        values["pages"], values["first_page"] = [first, last], first
+        cells.append(cell)
+        sqls.append("SELECT bibtex FROM metadata WHERE paper_id = ? ; SELECT page_content FROM pages "
+                    "WHERE ref_paper_id = ? AND page_number = 1")
+    if any(values[f] is None for f in fields):
+        return None
+    return values, cells, sqls
+
+
+def _describe(title: str, values: dict, fields: list[str]) -> str:
+    parts = []
+    if {"venue", "year", "venue_year"} & set(fields):
+        parts.append(f"was published at {values['venue_year'] or values['venue']}")
+    if "pages" in fields or "first_page" in fields:
+        first, last = values["pages"]
+        parts.append(f"is printed on pages {first}–{last} of the proceedings")
+    return f"{title} " + " and ".join(parts) + "."
+
+
+def _answer_publication(intent: Intent, paper: tuple[str, str], env: Any,
+                        answer_format: str | None) -> SymbolicAnswer | None:
+    """Venue, year and proceedings pages of one paper, in the order the question asks for them;
+    venue and year as one string ("EACL 2023") when the question or format asks for that."""
+    pid, title = paper
+    fields = _venue_year_fields(intent.fields, answer_format)
+    got = _publication_values(env, pid, fields)
+    if got is None:
+        return None
+    values, cells, sqls = got
+    answer: Any = values[fields[0]] if len(fields) == 1 else [values[f] for f in fields]
+    return SymbolicAnswer(answer, _describe(title, values, fields), sqls, cells)
+
+
+def _venue_year_fields(fields: list[str], answer_format: str | None) -> list[str]:
+    if "venue" in fields and _FORMAT_VENUE_YEAR.search(answer_format or ""):
+        return ["venue_year" if f == "venue" else f for f in fields if f != "year"]
+    return fields
+
+
+def answer_publication_many(intent: Intent, papers: list[tuple[str, str]], env: Any,
+                            answer_format: str | None = None) -> SymbolicAnswer | None:
+    """Venue / year / proceedings pages of two or more papers. When every paper has the same value
+    of a venue field it is given once, first ("SPECTER and S2ORC were published in the same
+    proceedings: which conference, and on which page does each start?" -> ["ACL 2020", 2270, 4969]);
+    the other fields follow paper by paper in the order the papers were named. None when a value
+    is unknown for one paper."""
+    fields = _venue_year_fields(intent.fields, answer_format)
+    per_paper = []
+    cells: list[dict] = []
+    sqls: list[str] = []
+    for pid, _ in papers:
+        got = _publication_values(env, pid, fields)
+        if got is None:
+            return None
+        per_paper.append(got[0])
+        cells += got[1]
+        sqls += got[2]
+    shared = [f for f in fields if intent.same and f in ("venue", "year", "venue_year")
+              and len({repr(v[f]) for v in per_paper}) == 1]
+    if shared:
+        answer: list = [per_paper[0][f] for f in shared]
+        for values in per_paper:
+            rest = [values[f] for f in fields if f not in shared]
+            if rest:
+                answer.append(rest[0] if len(rest) == 1 else rest)
+    else:
+        answer = [[v[f] for f in fields] if len(fields) > 1 else v[fields[0]] for v in per_paper]
+    explanation = " ".join(_describe(t, v, fields) for (_, t), v in zip(papers, per_paper))
+    return SymbolicAnswer(answer, explanation, sqls, cells)
 
 
 def _answer_author_marks(intent: Intent, paper: tuple[str, str], env: Any,
@@ -461,5 +579,6 @@ def render_answer(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "answer_shared_authors", "paper_catalog", "parse_intent", "render_answer",
+__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "answer_publication_many", "answer_shared_authors",
+           "proceedings_pages", "paper_catalog", "parse_intent", "render_answer",
            "resolve_papers", "unknown_titles"]
