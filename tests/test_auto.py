@@ -542,13 +542,21 @@ def test_an_extremum_over_a_table_is_computed_not_read(corpus_settings, ids):
                     answer_format="Your answer should be one short sentence of plain text.")
     first = free.requests[1]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].split("\n")[0]
     assert first.startswith("[1] (page 3, table) Computed from Table 1: Results of the ScienceParse system.")
-    # a question asking for a further computation ("by how much") gets the rows as evidence, not as the answer
-    reply = {"answer": ["title", "92.1 - 85.5"], "evidence": [1]}
-    more = ChoosingLLM([_column("F1"), reply, reply])
+    # "by how many points does it trail the authors field": measured against the row the question names
+    # (page 3: "title 85.5 85.5 85.5 authors 92.1 92.1 92.1"), still without an answer call
+    assert "authors 92.1 92.1 92.1" in page3
+    trail = ChoosingLLM([_column("F1")])
     diff = answer_question(Q_LOWEST.replace("and what is that F1?", "and by how many F1 points does it trail the "
-                                            "authors field?"), settings=corpus_settings, llm=more, method="auto",
+                                            "authors field?"), settings=corpus_settings, llm=trail, method="auto",
                            answer_format=FMT_LOWEST, paper_ids=graph)
-    assert len(more.requests) >= 2 and diff.answer[0] == "title"
+    assert diff.answer == ["title", 6.6] and len(trail.requests) == 1
+    # a further computation the operation does not make (a ratio) gets the rows as evidence, not as the answer
+    reply = {"answer": ["title", "85.5 / 92.1"], "evidence": [1]}
+    more = ChoosingLLM([_column("F1"), reply, reply])
+    ratio = answer_question(Q_LOWEST.replace("and what is that F1?", "and what is the ratio of that F1 to the "
+                                             "authors F1?"), settings=corpus_settings, llm=more, method="auto",
+                            answer_format=FMT_LOWEST, paper_ids=graph)
+    assert len(more.requests) >= 2 and ratio.answer[0] == "title"
     # the model says the question is no table operation: the answer call reads the evidence as retrieved
     reply = {"answer": ["title", 85.5], "evidence": [1]}
     none = ChoosingLLM([{"operation": "none", "column": "none", "threshold": 0}, reply, reply])  # + a repair round
@@ -637,6 +645,88 @@ def test_gaps_between_two_columns_of_real_tables():
                            lowest)
     assert asks_beyond("Which model has the highest CLS, and by how many points does it beat SPECTER?",
                        apply_operation(specter_ablation, 1, "highest"))
+
+
+def test_an_extremum_is_measured_against_the_row_the_question_compares_it_with():
+    from neusym.agent.tableops import against_reference, apply_operation, choose_operation, parse_table, shaped_answer
+
+    fmt = "Your answer should be a Python list of two elements: the model name as written in the table (without the " \
+          "year in parentheses) and the MAP difference as a float with one decimal place."
+    # SPECTER's Table 1 (page 6), Cite / MAP as extracted: SGC 91.6 is highest, SPECTER 88.3
+    specter = parse_table([["Model", "Cite / MAP"], ["Citeomatic (2018)", "86.3"], ["SGC (2019a)", "91.6"],
+                           ["SPECTER (Ours)", "88.3"]])
+    q = "Which model reaches the highest MAP on Cite, and by how many MAP points does it beat SPECTER there?"
+    beat = against_reference(q, specter, 1, apply_operation(specter, 1, "highest"))
+    assert beat.rows == [("SGC (2019a)", 3.3)] and beat.reference == "SPECTER (Ours)"
+    assert shaped_answer(beat, fmt, q) == ["SGC", 3.3]
+    # no "by how much": the extremum's own value
+    plain = against_reference("Which model reaches the highest MAP on Cite?", specter, 1,
+                              apply_operation(specter, 1, "highest"))
+    assert plain.rows == [("SGC (2019a)", 91.6)] and plain.reference is None
+    # PaperMage's Table 2 (page 5): "the better of the two Grobid variants" is the best of the rows it names
+    papermage = parse_table([["Model", "F1"], ["GrobidCRF", "39.1"], ["GrobidNN", "37.6"], ["RoBERTa", "76.8"],
+                             ["I-VILA", "92.7"]])
+    q2 = "Which model gets the best macro F1, and by how many F1 points does it beat the better of the two Grobid variants?"
+    assert against_reference(q2, papermage, 1, apply_operation(papermage, 1, "highest")).rows == [("I-VILA", 53.6)]
+    # TableFormer's Table 7 (page 8): "removing which bias drops ALL the most" is measured against the full model,
+    # the row not marked "- ", and the answer names the bias without the mark
+    ablation = parse_table([["", "ALL", "SEQ"], ["TABLEFORMERBASE", "62.1", "38.4"], ["- Same Row", "32.1", "2.8"],
+                            ["- Same Column", "62.1", "37.7"], ["- All Column Related (# 2, 4, 6)", "54.5", "29.3"]])
+    q3 = ("In TableFormer's ablation of individual attention bias types, removing which single bias type causes the "
+          "largest drop in ALL accuracy, and how large is the drop?")
+    drop = against_reference(q3, ablation, 1, apply_operation(ablation, 1, "lowest"))
+    assert drop.rows == [("- Same Row", 30.0)] and drop.reference == "TABLEFORMERBASE"
+    assert shaped_answer(drop, "Your answer should be a Python list of two elements: [bias type name as written in the "
+                               "table, drop as a float with one decimal place].", q3) == ["Same Row", 30]
+    # the model picks a gap between ALL and SEQ, a column the question does not name: the drop is still measured
+    # against the full model
+    choice = {"operation": "largest_gap", "column": "[2] ALL", "other_column": "[2] SEQ", "threshold": 0}
+    (number, result), _ = choose_operation(q3, [(2, ablation)], ScriptedLLM([json.dumps(choice)]))
+    assert number == 2 and result.rows == [("- Same Row", 30.0)]
+    # a gap the model gives one column of, with no row to compare against: no operation
+    lone = {"operation": "largest_gap", "column": "[2] ALL", "other_column": "none", "threshold": 0}
+    assert choose_operation("Which row has the largest gap?", [(2, ablation)], ScriptedLLM([json.dumps(lone)]))[0] is None
+
+
+def test_the_table_slot_takes_the_table_whose_numbers_an_excerpt_quotes(corpus_settings, ids):
+    from neusym.agent.auto import _table_the_excerpts_quote
+
+    page7 = " ".join(pdf_text(SPECTER_PDF, 7).split())
+    body = page7[page7.index("CLS USR CITE REC Avg."):page7.index("Table 2: Ablations")]
+    assert "SPECTER 84.2 88.4 91.5 36.9 80.0" in body  # Table 2's rows as the page's text
+    with Environment(corpus_settings) as env:
+        keys = {cap.split(":")[0]: ("tables", tid) for tid, cap in env.query(
+            "SELECT table_id::VARCHAR, table_caption FROM tables WHERE ref_paper_id = ?", [ids["SPECTER"]])}
+        candidates = [keys["Table 1"], keys["Table 2"]]
+        excerpt = {"table_name": "chunks", "text": body}
+        assert _table_the_excerpts_quote(candidates, [excerpt], env) == keys["Table 2"]
+        # no excerpt quotes a table: the best-ranked one
+        prose = {"table_name": "chunks", "text": "SPECTER embeds papers with a citation-informed Transformer."}
+        assert _table_the_excerpts_quote(candidates, [prose], env) == keys["Table 1"]
+
+
+def test_merged_columns_and_multi_column_labels_of_real_tables():
+    from neusym.agent.tableops import apply_operation, label_parts, parse_table, shaped_answer
+
+    # the literature-graph paper's Table 2 (page 4) as extracted: "prec. yield" under CS is one column whose cells hold
+    # both numbers ("98.4 712"); split, the CS-to-biomedical precision drop is largest for Off-the-shelf, 97.4 -> 77.5
+    graph = parse_table([["Approach", "CS", "Bio", "Bio"], ["", "prec. yield", "prec.", "yield"],
+                         ["Statistical", "98.4 712", "94.4", "928"], ["Hybrid", "91.5 1990", "92.1", "3126"],
+                         ["Oﬀ-the-shelf", "97.4 873", "77.5", "1206"]])
+    assert graph.columns == ["Approach", "CS / prec.", "CS / yield", "Bio / prec.", "Bio / yield"]
+    drop = apply_operation(graph, 1, "largest_gap", other=3)
+    q = "Which approach loses the most precision from computer science to biomedical papers, and by how much?"
+    assert shaped_answer(drop, "Your answer should be a Python list of two elements: the approach name as written in "
+                               "the table and the drop as a float.", q) == ["Off-the-shelf", 19.9]
+    # S2ORC's Table 5: a format asking for [dataset, task, gain] gets those parts of the row's four-column label
+    s2orc = parse_table(S2ORC_TABLE_5)
+    gain = apply_operation(s2orc, 5, "largest_gap", other=4)
+    gain.parts = label_parts(s2orc, gain.rows[0][0])
+    assert gain.parts == {"Domain": "CS", "Dataset": "SciERC", "Reference": "Luan et al. (2018)", "Task": "REL"}
+    fmt = ("Your answer should be a Python list of three elements: [dataset name, task abbreviation as written in the "
+           "table, gain as a float with two decimal places].")
+    assert shaped_answer(gain, fmt) == ["SciERC", "REL", 1.8]
+    assert shaped_answer(gain, fmt.replace("dataset name", "model name")) is None  # no label column is a model
 
 
 def test_gap_operations_are_offered_only_when_the_question_compares(corpus_settings):

@@ -210,7 +210,8 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
     the papers are given, so one well-matching paper cannot take every excerpt.
 
     ``ensure_table`` (the question may ask for a table operation): when no table is among the ``k``,
-    the best-ranked table is added as one more cell, so the operation has a table to work on without
+    one table is added as one more cell — of the :data:`TABLE_CANDIDATES` best-ranked tables, the one
+    whose numbers a text excerpt quotes, else the best-ranked —, so the operation has a table to work on without
     displacing the text excerpts (raising the table weight instead lost as many text and formula
     answers on the dev set as it gained tables)."""
     if len(papers) > 1:
@@ -237,8 +238,31 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
     order = sorted(fused, key=lambda key: -fused[key])
     ranked = order[:k]
     if ensure_table and not any(table == "tables" for table, _ in ranked):
-        ranked += [key for key in order[k:] if key[0] == "tables"][:1]
+        candidates = [key for key in order[k:] if key[0] == "tables"][:TABLE_CANDIDATES]
+        ranked += [_table_the_excerpts_quote(candidates, [cells[key] for key in ranked], env)] if candidates else []
     return [dict(cells[key], rrf=round(fused[key], 5)) for key in ranked]
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+#: How many of the best-ranked tables the table slot chooses among.
+TABLE_CANDIDATES = 3
+
+
+def _table_the_excerpts_quote(candidates: list[tuple[str, str]], excerpts: list[dict], env: Any) -> tuple[str, str]:
+    """The table (of ``candidates``, keys in rank order) whose cells the text ``excerpts`` quote: a
+    chunk that is a table's body read as text ("- Same Row 32.1 2.8 - Same Column 62.1 ...") shares
+    its numbers (at least 3 distinct decimals). The best-ranked candidate when no excerpt quotes one."""
+    quoted = {n for cell in excerpts if cell.get("table_name") == "chunks"
+              for n in _NUMBER.findall(str(cell.get("text") or "")) if "." in n}
+    if len(quoted) < 3:
+        return candidates[0]
+    best, best_shared = candidates[0], 0
+    for key in candidates:
+        rows = env.query("SELECT table_content FROM tables WHERE table_id = ?", [key[1]])
+        shared = len(quoted & set(_NUMBER.findall(rows[0][0] or ""))) if rows else 0
+        if shared >= 3 and shared > best_shared:
+            best, best_shared = key, shared
+    return best
 
 
 _AUTHOR_BLOCK = re.compile(r"\baffiliat\w*|\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal(?:ly)?\s+contribut\w*|"
@@ -765,7 +789,7 @@ def _table_operation(question: str, answer_format: str | None, cells: list[dict]
     computed["context"] = line
     # "which is best, and by how much does it beat X": the rows are evidence, not the answer
     beyond = compute and asks_beyond(question, computed_rows)
-    return [computed] + cells, (None if beyond else shaped_answer(computed_rows, answer_format))
+    return [computed] + cells, (None if beyond else shaped_answer(computed_rows, answer_format, question))
 
 
 def _conform(answer: Any, answer_format: str | None, add_step: Callable, compute: bool = False) -> Any:

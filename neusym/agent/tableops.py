@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from neusym.errors import NeusymError
@@ -115,6 +115,7 @@ def parse_table(rows: list[list[str]]) -> ParsedTable | None:
             if text and text not in parts:
                 parts.append(text)
         columns.append(" / ".join(parts) or f"column {j + 1}")
+    columns, data = _split_merged_columns(columns, data)
     seen: dict[str, int] = {}
     for j, name in enumerate(columns):  # enum values must be unique
         seen[name] = seen.get(name, 0) + 1
@@ -123,22 +124,50 @@ def parse_table(rows: list[list[str]]) -> ParsedTable | None:
     return ParsedTable(columns, data)
 
 
+_NUMBER_TOKEN = re.compile(r"^[−-]?\d[\d,]*(?:\.\d+)?%?$")
+
+
+def _split_merged_columns(columns: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """Columns the extraction merged: every non-empty cell holds the same number k ≥ 2 of numbers
+    ("98.4 712") and the column's lowest header has k words ("CS / prec. yield") -> k columns
+    ("CS / prec.", "CS / yield"). Other columns are kept as they are."""
+    out_cols: list[str] = []
+    out_rows: list[list[str]] = [[] for _ in rows]
+    for j, name in enumerate(columns):
+        head, _, leaf = name.rpartition(" / ")
+        words = leaf.split()
+        cells = [r[j].split() for r in rows]
+        filled = [c for c in cells if c]
+        k = len(words)
+        if (j and k >= 2 and filled and all(len(c) == k and all(_NUMBER_TOKEN.match(t) for t in c) for c in filled)):
+            out_cols += [f"{head} / {w}" if head else w for w in words]
+            for r, c in zip(out_rows, cells):
+                r.extend(c if c else [""] * k)
+            continue
+        out_cols.append(name)
+        for r, row in zip(out_rows, rows):
+            r.append(row[j])
+    return out_cols, out_rows
+
+
 @dataclass
 class TableResult:
     """What an operation selected: the ``operation``, the ``column`` name (gap operations: both
-    names, "A − B"), the selected ``rows`` as (row label, value; for a gap the absolute difference)
-    and ``text``, one evidence sentence saying so."""
+    names, "A − B"), the selected ``rows`` as (row label, value; for a gap the absolute difference;
+    for an extremum measured against a ``reference`` row, the difference to that row), ``text``, one
+    evidence sentence saying so, and ``parts``: the cells of a multi-column label of the one selected
+    row (:func:`label_parts`)."""
 
     operation: str
     column: str
     rows: list[tuple[str, float]]
     text: str
+    reference: str | None = None
+    parts: dict[str, str] = field(default_factory=dict)
 
 
-def row_labels(table: ParsedTable) -> list[str]:
-    """A label per data row: its first cell; when the table starts with several text columns
-    (S2ORC's "Domain | Dataset | Reference | Task"), their non-empty cells joined with ", "; "row N"
-    when there is no text."""
+def _lead_columns(table: ParsedTable) -> int:
+    """How many columns at the left hold text rather than numbers (the row labels)."""
     lead = 0
     for j in range(len(table.columns)):
         texts = sum(1 for r in table.rows if r[j].strip() and cell_number(r[j]) is None)
@@ -146,6 +175,29 @@ def row_labels(table: ParsedTable) -> list[str]:
         if numbers > texts:
             break
         lead += 1
+    return lead
+
+
+def label_parts(table: ParsedTable, label: str) -> dict[str, str]:
+    """The cells of the text columns that make up a multi-column row ``label`` ("CS, SciERC, Luan et
+    al. (2018), REL" -> {"Domain": "CS", "Dataset": "SciERC", "Reference": ..., "Task": "REL"});
+    cells left empty under a spanning label are filled from the rows above. {} for one-column labels."""
+    lead = _lead_columns(table)
+    if lead <= 1:
+        return {}
+    above = [""] * lead
+    for row, row_label in zip(table.rows, row_labels(table)):
+        above = [c.strip() or above[j] for j, c in enumerate(row[:lead])]
+        if row_label == label:
+            return {table.columns[j]: above[j] for j in range(lead) if above[j]}
+    return {}
+
+
+def row_labels(table: ParsedTable) -> list[str]:
+    """A label per data row: its first cell; when the table starts with several text columns
+    (S2ORC's "Domain | Dataset | Reference | Task"), their non-empty cells joined with ", "; "row N"
+    when there is no text."""
+    lead = _lead_columns(table)
     labels = []
     for i, row in enumerate(table.rows):
         cells = [c.strip() for c in row[:max(lead, 1)] if c.strip()]
@@ -162,7 +214,7 @@ def asks_beyond(question: str, result: TableResult) -> bool:
     from neusym.agent.verify import asks_to_compute
 
     rest = question or ""
-    if result.operation in GAP_OPERATIONS:
+    if result.operation in GAP_OPERATIONS or result.reference:
         rest = _GAP_WORDS.sub(" ", rest)
     if _AVERAGE_COLUMN.search(result.column):
         rest = _AVERAGE_WORDS.sub(" ", rest)
@@ -232,7 +284,103 @@ def apply_operation(table: ParsedTable, column: int, operation: str, threshold: 
     return TableResult(operation, name, keep, f"rows with '{name}' {operation} {fmt(threshold)}: {listed}")
 
 
-def shaped_answer(result: TableResult, answer_format: str | None) -> Any:
+_DOWN_WORDS = re.compile(r"\b(?:drops?|dropp\w*|loses?|lost|los\w+|decreas\w*|lower\w*|worse|worst|degrad\w*|hurts?)\b", re.I)
+_ABLATED = re.compile(r"^\s*(?:[-−–+]\s*|w/o\b|without\b|no\b|minus\b)", re.I)
+_ABLATION_CUE = re.compile(r"\b(?:remov\w*|without|w/o|ablat\w*|leav\w+\s+out|drop\w*)\b", re.I)
+
+
+def _label_key(label: str) -> str:
+    """A row label as a question names it: "SGC (2019a)" -> "SGC", "- Same Row" -> "Same Row"."""
+    key = re.sub(r"\s*\([^)]*\)", " ", label)
+    key = re.sub(r"^\s*[-−–+]\s*", "", key)
+    return " ".join(key.split())
+
+
+def reference_rows(question: str, table: ParsedTable, exclude: str) -> list[int]:
+    """The rows ``question`` measures an extremum against ("by how many points does it beat SPECTER",
+    "than the better of the two Grobid variants"): rows whose label (without its parenthesised
+    year or note) the question names, or whose label starts with a word of the question (4+ letters,
+    "Grobid" -> GrobidCRF, GrobidNN). Failing that, for an ablation question ("removing which bias
+    causes the largest drop") the full model: the first row not marked as ablated ("- Same Row",
+    "w/o FFN", "+ venue") when most rows are. ``exclude``: the selected row's label."""
+    labels = row_labels(table)
+    named = []
+    for i, label in enumerate(labels):
+        key = _label_key(label)
+        if label == exclude or len(key) < 3:
+            continue
+        if re.search(r"(?<![\w-])" + re.escape(key) + r"(?![\w-])", question, re.I):
+            named.append(i)
+    if not named:
+        words = {w.lower() for w in re.findall(r"[A-Za-z][\w-]{3,}", question)}
+        named = [i for i, label in enumerate(labels) if label != exclude and any(
+            _label_key(label).lower().startswith(w) and _label_key(label).lower() != w for w in words)]
+    if named:
+        return named
+    marked = [i for i, label in enumerate(labels) if _ABLATED.match(label)]
+    if _ABLATION_CUE.search(question) and 2 * len(marked) >= len(labels) - 1:
+        full = [i for i in range(len(labels)) if i not in marked and labels[i] != exclude]
+        return full[:1]
+    return []
+
+
+def against_reference(question: str, table: ParsedTable, column: int, result: TableResult) -> TableResult:
+    """``result`` (one highest / lowest row) measured against the row(s) the question compares it with
+    (:func:`reference_rows`; several rows: the best of them in the operation's direction, "the better
+    of the two Grobid variants"), when the question asks by how much ("beat", "drop", "by how many"
+    ...): the row's value becomes the absolute difference. ``result`` unchanged otherwise."""
+    if result.operation not in ("highest", "lowest") or len(result.rows) != 1 or not _GAP_WORDS.search(question):
+        return result
+    label, value = result.rows[0]
+    refs = reference_rows(question, table, label)
+    numbers = [(row_labels(table)[i], cell_number(table.rows[i][column]), table.rows[i][column]) for i in refs]
+    numbers = [n for n in numbers if n[1] is not None]
+    if not numbers:
+        return result
+    ref_label, ref_value, ref_text = (max if result.operation == "highest" else min)(numbers, key=lambda n: n[1])
+    if ref_value == value:
+        return result
+    selected = next(r[column] for lab, r in zip(row_labels(table), table.rows) if lab == label)
+    margin = round(abs(value - ref_value), max(_decimals(selected), _decimals(ref_text)))
+    text = (f"{result.text}; against {ref_label} ({ref_value:g}) the difference is {margin:g}")
+    return TableResult(result.operation, result.column, [(label, margin)], text, reference=ref_label)
+
+
+def _parts_answer(result: TableResult, answer_format: str, length: int) -> list | None:
+    """``[part, ..., value]`` for a format listing N elements of which the first N-1 each name one of
+    the row label's columns ("[dataset name, task abbreviation as written in the table, gain as a
+    float]" over a table whose labels are Domain | Dataset | Reference | Task), else None."""
+    m = re.search(r"\[([^\[\]]+)\]", answer_format)
+    items = [i.strip() for i in m.group(1).split(",")] if m else []
+    if len(items) != length:
+        return None
+    picked = []
+    for item in items[:-1]:
+        match = [c for c in result.parts if re.search(r"(?<!\w)" + re.escape(c.lower()) + r"(?!\w)", item.lower())]
+        if len(match) != 1:
+            return None
+        picked.append(result.parts[match[0]])
+    return picked + [_plain(result.rows[0][1])]
+
+
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
+_WITHOUT_YEAR = re.compile(r"\bwithout\s+(?:the\s+)?(?:years?|parenthes\w+|citations?|references?)\b", re.I)
+
+
+def answer_label(label: str, question: str = "", answer_format: str | None = None) -> str:
+    """A row label as an answer: typographic ligatures spelled out ("Oﬀ-the-shelf" -> "Off-the-shelf"),
+    the parenthesised year or citation dropped when the format says "without the year" ("SGC (2019a)"
+    -> "SGC"), and the "-" that marks an ablated row dropped when the question asks what is removed
+    ("removing which bias type ...": "- Same Row" -> "Same Row")."""
+    out = label.translate(_LIGATURES)
+    if _WITHOUT_YEAR.search(answer_format or ""):
+        out = " ".join(re.sub(r"\s*\([^)]*\)", " ", out).split()) or out
+    if re.search(r"\b(?:remov\w*|without|delet\w*|leav\w+\s+out)\b", question or "", re.I):
+        out = re.sub(r"^\s*[-−–]\s*", "", out) or out
+    return out
+
+
+def shaped_answer(result: TableResult, answer_format: str | None, question: str = "") -> Any:
     """The answer ``result`` gives in the shape ``answer_format`` asks for, or None when the shape does
     not follow from it (free text, or a list whose length is not what was selected): a single
     extremum row gives its label (a string), its value (a number) or ``[label, value]`` (a list of
@@ -246,6 +394,7 @@ def shaped_answer(result: TableResult, answer_format: str | None) -> Any:
         if len(result.rows) != 1:
             return None
         label, value = result.rows[0]
+        label = answer_label(label, question, answer_format)
         if shape.kind == "str":
             return label
         if shape.kind == "int" and float(value).is_integer():
@@ -254,9 +403,11 @@ def shaped_answer(result: TableResult, answer_format: str | None) -> Any:
             return value
         if shape.kind == "list" and shape.length == 2:
             return [label, _plain(value)]
+        if shape.kind == "list" and shape.length and shape.length > 2 and result.parts:
+            return _parts_answer(result, answer_format or "", shape.length)
         return None
     if shape.kind == "list" and shape.length in (None, len(result.rows)):
-        return [label for label, _ in result.rows]
+        return [answer_label(label, question, answer_format) for label, _ in result.rows]
     return None
 
 
@@ -292,6 +443,12 @@ CHOOSE_SYSTEM = (
 
 def _leaf(column: str) -> str:
     return re.sub(r"\s*\(\d+\)$", "", column.rsplit(" / ", 1)[-1]).strip().lower()
+
+
+def _names_column(question: str, column: str) -> bool:
+    """Whether ``question`` names ``column``: one of its header parts ("Before Perturb", "SEQ") as words."""
+    parts = [re.sub(r"\s*\(\d+\)$", "", p).strip() for p in column.split(" / ")]
+    return any(len(p) >= 2 and re.search(r"(?<!\w)" + re.escape(p) + r"(?!\w)", question, re.I) for p in parts)
 
 
 def _twin_column(table: ParsedTable, column: int) -> int | None:
@@ -330,13 +487,29 @@ def choose_operation(question: str, tables: list[tuple[int, ParsedTable]], llm: 
     other = re.match(r"^\[(\d+)\] (.*)$", str(data.get("other_column", "")))
     other_index = (table.columns.index(other.group(2)) if other and int(other.group(1)) == number
                    and other.group(2) in table.columns else None)
-    if other_index is None and data["operation"] in GAP_OPERATIONS:
-        other_index = _twin_column(table, table.columns.index(name))
-    result = apply_operation(table, table.columns.index(name), data["operation"],
+    column = table.columns.index(name)
+    operation = data["operation"]
+    if (other_index is not None and operation in GAP_OPERATIONS and other_index != _twin_column(table, column)
+            and not _names_column(question, table.columns[other_index])):
+        other_index = None  # a second column the question does not name ("largest drop in ALL", not ALL − SEQ)
+    if other_index is None and operation in GAP_OPERATIONS:
+        other_index = _twin_column(table, column)
+    if other_index is None and operation == "largest_gap":
+        # one column and "by how much does the best beat X" / "which removal drops the most": the
+        # extremum of that column measured against the row(s) the question compares it with
+        extremum = "lowest" if _DOWN_WORDS.search(question) else "highest"
+        best = apply_operation(table, column, extremum)
+        result = against_reference(question, table, column, best) if best else None
+        return ((number, result) if result is not None and result.reference else None), reply
+    result = apply_operation(table, column, operation,
                              float(threshold) if isinstance(threshold, (int, float)) else None, other_index)
+    if result is not None:
+        result = against_reference(question, table, column, result)
+    if result is not None and len(result.rows) == 1:
+        result.parts = label_parts(table, result.rows[0][0])
     return ((number, result) if result else None), reply
 
 
-__all__ = ["GAP_CUE", "GAP_OPERATIONS", "OPERATIONS", "OPERATION_CUE", "ParsedTable", "TableResult", "apply_operation",
-           "asks_beyond", "cell_number", "choose_operation", "operation_schema", "parse_table", "row_labels",
-           "shaped_answer"]
+__all__ = ["GAP_CUE", "GAP_OPERATIONS", "OPERATIONS", "OPERATION_CUE", "ParsedTable", "TableResult", "against_reference",
+           "answer_label", "apply_operation", "asks_beyond", "cell_number", "choose_operation", "operation_schema", "parse_table", "row_labels",
+           "label_parts", "reference_rows", "shaped_answer"]
