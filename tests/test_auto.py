@@ -593,6 +593,19 @@ def test_threshold_and_header_rows_of_a_real_table():
     assert shaped_answer(fewest, "Your answer should be a single integer.") == 1
     assert shaped_answer(fewest, "Your answer should be the dataset name as a single string.") == "SQuALITY (2022)"
     assert shaped_answer(fewest, "Your answer should be a short paragraph of plain text.") is None
+    # the model picks a neighbouring column the question does not name: the one it names is used
+    from neusym.agent.tableops import choose_operation
+
+    q = "Among the long-form summarization datasets, which ones have an average summary length above 500 words?"
+    for picked in ("papers", "|source| (words)", "|summary| (words)"):
+        choice = {"operation": "above", "column": f"[1] {picked}", "other_column": "none", "threshold": 500}
+        (_, chosen), _ = choose_operation(q, [(1, table)], ScriptedLLM([json.dumps(choice)]))
+        assert chosen.column == "|summary| (words)"
+    choice = {"operation": "above", "column": "[1] |source| (words)", "other_column": "none", "threshold": 5000}
+    (_, chosen), _ = choose_operation("Which datasets have sources above 5000 words?", [(1, table)],
+                                      ScriptedLLM([json.dumps(choice)]))
+    assert chosen.column == "|source| (words)" and [r[0] for r in chosen.rows] == ["GovReport (2021)", "BookSum (2021)",
+                                                                                   "SQuALITY (2022)"]
     two = parse_table([["Task", "Cite", "Cite"], ["Metric", "MAP", "nDCG"], ["SGC", "91.6", "96.2"], ["SPECTER", "88.3", "94.9"]])
     assert two.columns == ["Task / Metric", "Cite / MAP", "Cite / nDCG"]
     assert apply_operation(two, 1, "highest").text == "the highest 'Cite / MAP' is 91.6, in row SGC"

@@ -445,6 +445,28 @@ def _leaf(column: str) -> str:
     return re.sub(r"\s*\(\d+\)$", "", column.rsplit(" / ", 1)[-1]).strip().lower()
 
 
+def _header_words(column: str) -> set[str]:
+    return {w.rstrip("s") for w in re.findall(r"[a-z][a-z0-9-]{2,}", column.lower())}
+
+
+def _sibling_the_question_names(question: str, table: ParsedTable, column: int) -> int:
+    """``column``, or the one other numeric column the question names instead: the chosen column's own
+    header words ("source" of "|source| (words)") are all absent from the question while another
+    column's own words are there ("|summary| (words)" for "an average summary length above 500
+    words"). The small model picks the neighbouring column of a pair like this about half the time."""
+    words = set(re.findall(r"[a-z][a-z0-9-]{2,}", (question or "").lower()))
+    words |= {w.rstrip("s") for w in words}
+    mine = _header_words(table.columns[column])
+    alternatives = []
+    for j, name in enumerate(table.columns):
+        if j == 0 or j == column or not _numeric(table, j):
+            continue
+        theirs = _header_words(name)
+        if mine - theirs and not (mine - theirs) & words and (theirs - mine) and (theirs - mine) <= words:
+            alternatives.append(j)
+    return alternatives[0] if len(alternatives) == 1 else column
+
+
 def _names_column(question: str, column: str) -> bool:
     """Whether ``question`` names ``column``: one of its header parts ("Before Perturb", "SEQ") as words."""
     parts = [re.sub(r"\s*\(\d+\)$", "", p).strip() for p in column.split(" / ")]
@@ -487,7 +509,7 @@ def choose_operation(question: str, tables: list[tuple[int, ParsedTable]], llm: 
     other = re.match(r"^\[(\d+)\] (.*)$", str(data.get("other_column", "")))
     other_index = (table.columns.index(other.group(2)) if other and int(other.group(1)) == number
                    and other.group(2) in table.columns else None)
-    column = table.columns.index(name)
+    column = _sibling_the_question_names(question, table, table.columns.index(name))
     operation = data["operation"]
     if (other_index is not None and operation in GAP_OPERATIONS and other_index != _twin_column(table, column)
             and not _names_column(question, table.columns[other_index])):
