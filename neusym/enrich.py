@@ -134,11 +134,12 @@ def prompt_template(kind: str) -> str:
 
 
 def prompt_version(kind: str) -> str:
-    """Version of a kind's prompt: sha256 prefix of its prompt file (OCR: engine render settings)."""
+    """Version of a kind's prompt: sha256 prefix of its prompt file (OCR: render resolution and the
+    version of how pieces are joined into text)."""
     if kind == OCR_KIND:
-        from .parse.ocr import OCR_DPI
+        from .parse.ocr import OCR_DPI, OCR_LAYOUT_VERSION
 
-        return f"dpi{OCR_DPI}"
+        return f"dpi{OCR_DPI}-layout{OCR_LAYOUT_VERSION}"
     return hashlib.sha256(prompt_template(kind).encode()).hexdigest()[:12]
 
 

@@ -242,6 +242,38 @@ def test_ocr_reads_raster_legend_of_a_figure(specter_pymupdf):
         assert word in text, text
 
 
+POPQA = SAMPLES / "acl2023_2023.acl-long.478_PopQA-WhenNotToTrustLMs.pdf"
+
+
+def test_ocr_pairs_the_counts_printed_under_bar_labels():
+    # PopQA's Figure 4 (page 5): under each relation type of the x axis the figure prints its question count
+    # ("director" over "(n=1999)"); read row by row, the nine labels and nine counts end up a line apart
+    fig4 = next(i for i in parse_pdf(POPQA, Settings(parse_backend="pymupdf")).images
+                if i.image_caption.startswith("Figure 4:"))
+    text = ocr_image_text(POPQA, fig4.page_number, fig4.bounding_box)
+    assert "director (n=1999), country (n=838), capital of (n=363), capital (n=645)" in text, text
+    # OCR read "Aggregate occupation" as one piece over two counts: one word each
+    assert "Aggregate (n=14267), occupation (n=532), author (n=1514)" in text, text
+
+
+def test_ocr_reading_order_of_rotated_titles_and_value_rows():
+    from neusym.parse.ocr import _reading_order
+
+    # pieces as RapidOCR returns them for part of PopQA's Figure 13 (y0, y1, x0, text, x1 in pixels at 200 dpi)
+    pieces = [(249, 262, 55, "0.0", 74), (100, 181, 35, "Accuracy", 57), (257, 279, 95, "occupation", 191),
+              (257, 277, 249, "author", 309), (255, 279, 645, "capital of", 727), (275, 297, 106, "(n=532)", 179),
+              (274, 297, 237, "(n=1514)", 320), (272, 298, 648, "(n=363)", 723), (109, 126, 54, "0.6", 74),
+              (315, 331, 119, "GPT-neo 1.3B", 209), (315, 331, 265, "GPT-neo 2.7B", 355), (313, 333, 410, "GPT-j6B", 470),
+              (333, 350, 119, "OPT 1.3B", 183), (333, 350, 265, "OPT 2.7B", 329), (333, 350, 410, "OPT 6.7B", 475)]
+    assert _reading_order(pieces).split("\n") == [
+        "Accuracy", "0.6", "0.0", "occupation (n=532), author (n=1514), capital of (n=363)",
+        "GPT-neo 1.3B GPT-neo 2.7B GPT-j6B", "OPT 1.3B OPT 2.7B OPT 6.7B"]  # legend rows are not values
+    # a count that falls under no label, or two labels in a row of values: read row by row
+    shifted = [p if p[3] != "(n=363)" else (272, 298, 900, "(n=363)", 975) for p in pieces]
+    assert "occupation author capital of" in _reading_order(shifted)
+    assert _reading_order([]) == ""
+
+
 def test_ocr_bad_input_names_the_file(tmp_path):
     with pytest.raises(ValueError, match="page 14 out of range 1..13") as err:
         ocr_image_text(SPECTER, 14, [10, 10, 50, 50])

@@ -12,6 +12,7 @@ region given here).
 
 from __future__ import annotations
 
+import re
 import threading
 from functools import lru_cache
 from pathlib import Path
@@ -23,6 +24,11 @@ from ..errors import UnparseablePDF
 OCR_DPI = 200
 """Render resolution for OCR: 9pt figure labels come out ~25 px tall, which PP-OCR reads well;
 higher costs time without better text."""
+
+OCR_LAYOUT_VERSION = 2
+"""Version of how recognised pieces are joined into text (2: values under labels paired, rotated
+titles on rows of their own). Part of the OCR cache key (:func:`neusym.enrich.prompt_version`), so
+a refresh re-reads figures read the older way."""
 
 MIN_SCORE = 0.5
 """Recognised lines with a lower confidence are dropped."""
@@ -95,14 +101,55 @@ def ocr_image_text(pdf_path: Path | str, page_number: int, bbox: list[float] | t
             continue
         ys = [float(p[1]) for p in box]
         xs = [float(p[0]) for p in box]
-        pieces.append((min(ys), max(ys), min(xs), str(text).strip()))
+        pieces.append((min(ys), max(ys), min(xs), str(text).strip(), max(xs)))
     return _reading_order(pieces)
 
 
-def _reading_order(pieces: list[tuple[float, float, float, str]]) -> str:
-    """Join ``(y0, y1, x0, text)`` pieces into rows (top to bottom), each row left to right."""
-    rows: list[list[tuple[float, float, float, str]]] = []
-    for piece in sorted(pieces, key=lambda p: (p[0] + p[1]) / 2):
+_VALUE = re.compile(r"^\(?\s*(?:[A-Za-z]{1,3}\s*[=:]\s*)?[-−+]?\d[\d.,]*\s*[%kKMB]?\s*\)?$")
+"""An OCR piece that is a value printed under a label: "(n=1999)", "0.21", "54%", "12M"."""
+
+
+def _values_under_labels(upper: list[tuple], lower: list[tuple]) -> list[str] | None:
+    """"label value" pairs when row ``lower`` prints values under the labels of row ``upper`` (a bar
+    chart's categories with their counts below: "director" over "(n=1999)"), else None. Every lower
+    piece is a value (3 or more), no upper piece is one, the rows are less than a line apart, and
+    each value's centre lies within the x-range of one label; a label over k values must have k
+    words (OCR read "Aggregate occupation" as one piece over "(n=14267)" and "(n=532)")."""
+    if len(lower) < 3 or not all(_VALUE.match(p[3]) for p in lower) or any(_VALUE.match(p[3]) for p in upper):
+        return None
+    height = max(p[1] - p[0] for p in upper)
+    if min(p[0] for p in lower) - max(p[1] for p in upper) > height:
+        return None
+    under: list[list[str]] = [[] for _ in upper]
+    for lo in lower:
+        centre = (lo[2] + lo[4]) / 2
+        owners = [i for i, u in enumerate(upper) if u[2] - 0.25 * height <= centre <= u[4] + 0.25 * height]
+        if len(owners) != 1:
+            return None
+        under[owners[0]].append(lo[3])
+    pairs: list[str] = []
+    for u, values in zip(upper, under):
+        words = u[3].split()
+        if not values or (len(values) > 1 and len(words) != len(values)):
+            return None
+        labels = words if len(values) > 1 else [u[3]]
+        pairs += [f"{label} {value}" for label, value in zip(labels, values)]
+    return pairs
+
+
+def _reading_order(pieces: list[tuple]) -> str:
+    """Join ``(y0, y1, x0, text, x1)`` pieces into rows (top to bottom), each row left to right.
+    Pieces more than 2.5 times as tall as the median piece (rotated axis titles) are rows of their
+    own, so they do not pull the rows they span into one. A row of values printed under a row of
+    labels (:func:`_values_under_labels`) is joined to it pair by pair, "occupation (n=532), author
+    (n=1514), ...": read as two rows, the labels and their values end up a line apart and a small
+    model pairs them wrongly."""
+    if not pieces:
+        return ""
+    heights = sorted(p[1] - p[0] for p in pieces)
+    tall = 2.5 * heights[len(heights) // 2]
+    rows: list[list[tuple]] = []
+    for piece in sorted((p for p in pieces if p[1] - p[0] <= tall), key=lambda p: (p[0] + p[1]) / 2):
         centre = (piece[0] + piece[1]) / 2
         if rows:
             last = rows[-1]
@@ -112,7 +159,19 @@ def _reading_order(pieces: list[tuple[float, float, float, str]]) -> str:
                 last.append(piece)
                 continue
         rows.append([piece])
-    return "\n".join(" ".join(p[3] for p in sorted(row, key=lambda p: p[2])) for row in rows)
+    rows += [[p] for p in pieces if p[1] - p[0] > tall]
+    ordered = sorted((sorted(row, key=lambda p: p[2]) for row in rows), key=lambda row: min(p[0] for p in row))
+    lines: list[str] = []
+    i = 0
+    while i < len(ordered):
+        pairs = _values_under_labels(ordered[i], ordered[i + 1]) if i + 1 < len(ordered) else None
+        if pairs:
+            lines.append(", ".join(pairs))
+            i += 2
+            continue
+        lines.append(" ".join(p[3] for p in ordered[i]))
+        i += 1
+    return "\n".join(lines)
 
 
-__all__ = ["OCR_DPI", "ocr_engine", "ocr_image_text"]
+__all__ = ["OCR_DPI", "OCR_LAYOUT_VERSION", "ocr_engine", "ocr_image_text"]
