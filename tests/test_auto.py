@@ -696,6 +696,16 @@ def test_an_extremum_is_measured_against_the_row_the_question_compares_it_with()
     choice = {"operation": "largest_gap", "column": "[2] ALL", "other_column": "[2] SEQ", "threshold": 0}
     (number, result), _ = choose_operation(q3, [(2, ablation)], ScriptedLLM([json.dumps(choice)]))
     assert number == 2 and result.rows == [("- Same Row", 30.0)]
+    # DecompX's Table A.1 (appendix): "w/o" marks the ablated rows; the format lists the options to answer with
+    decompx = parse_table([["column 1", "SST2 / AOPC↑", "SST2 / ACC↓"], ["DecompX", "0.627", "40.80"],
+                           ["w/o Bias", "0.635", "39.95"], ["w/o FFN", "0.494", "53.05"],
+                           ["w/o Classification Head", "0.288", "69.93"]])
+    q4 = "In DecompX's leave-one-out ablation, removing which component causes the largest AOPC drop on SST2?"
+    one = {"operation": "largest_gap", "column": "[3] SST2 / AOPC↑", "other_column": "none", "threshold": 0}
+    (_, removed), _ = choose_operation(q4, [(3, decompx)], ScriptedLLM([json.dumps(one)]))
+    assert removed.rows == [("w/o Classification Head", 0.339)] and removed.reference == "DecompX"
+    assert shaped_answer(removed, "Your answer should be one string: 'bias', 'FFN' or 'classification head'.",
+                         q4) == "classification head"
     # a gap the model gives one column of, with no row to compare against: no operation
     lone = {"operation": "largest_gap", "column": "[2] ALL", "other_column": "none", "threshold": 0}
     assert choose_operation("Which row has the largest gap?", [(2, ablation)], ScriptedLLM([json.dumps(lone)]))[0] is None

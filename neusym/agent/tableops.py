@@ -370,13 +370,19 @@ _WITHOUT_YEAR = re.compile(r"\bwithout\s+(?:the\s+)?(?:years?|parenthes\w+|citat
 def answer_label(label: str, question: str = "", answer_format: str | None = None) -> str:
     """A row label as an answer: typographic ligatures spelled out ("Oﬀ-the-shelf" -> "Off-the-shelf"),
     the parenthesised year or citation dropped when the format says "without the year" ("SGC (2019a)"
-    -> "SGC"), and the "-" that marks an ablated row dropped when the question asks what is removed
-    ("removing which bias type ...": "- Same Row" -> "Same Row")."""
+    -> "SGC"), the "-" / "w/o" that marks an ablated row dropped when the question asks what is removed
+    ("removing which bias type ...": "- Same Row" -> "Same Row"), and the one option of a format that
+    lists them ("'bias', 'FFN' or 'classification head'") that the label names, spelled as listed."""
     out = label.translate(_LIGATURES)
     if _WITHOUT_YEAR.search(answer_format or ""):
         out = " ".join(re.sub(r"\s*\([^)]*\)", " ", out).split()) or out
     if re.search(r"\b(?:remov\w*|without|delet\w*|leav\w+\s+out)\b", question or "", re.I):
-        out = re.sub(r"^\s*[-−–]\s*", "", out) or out
+        out = re.sub(r"^\s*(?:[-−–]\s*|w/o\s+|without\s+)", "", out) or out
+    options = re.findall(r"'([^']{1,60})'", answer_format or "")
+    if len(options) >= 2:  # "one string: 'bias', 'FFN' or 'classification head'": the option the label is
+        inside = [o for o in options if re.search(r"(?<!\w)" + re.escape(o.lower()) + r"(?!\w)", out.lower())]
+        if len(inside) == 1:
+            out = inside[0]
     return out
 
 
