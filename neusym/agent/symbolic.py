@@ -274,7 +274,7 @@ def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list
     """The papers a question is about: the given ``paper_ids`` (with their titles), else the papers
     whose full title or (three words or more) part before the colon the question names (whole words,
     case- and accent-insensitive), or whose short name it names with the title's letter case
-    (:func:`_names_short`)."""
+    (:func:`_names_short`), in the order the question names them."""
     catalog = paper_catalog(env)
     by_id = {pid: title for pid, title, _ in catalog}
     if paper_ids:
@@ -282,10 +282,16 @@ def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list
     q = f" {_norm(question)} "
     found = []
     for pid, title, short, full, short_key, head in _paper_names(env):
-        if ((len(full) > 12 and f" {full} " in q) or (short_key and f" {short_key} " in q and _names_short(question, short))
-                or (head and f" {head} " in q)):
-            found.append((pid, title))
-    return found
+        at = []
+        if len(full) > 12 and f" {full} " in q:
+            at.append(q.find(f" {full} "))
+        if short_key and f" {short_key} " in q and _names_short(question, short):  # the costly check last
+            at.append(q.find(f" {short_key} "))
+        if head and f" {head} " in q:
+            at.append(q.find(f" {head} "))
+        if at:
+            found.append((min(at), pid, title))
+    return [(pid, title) for _, pid, title in sorted(found, key=lambda f: f[0])]
 
 
 # ---------------------------------------------------------------------------------------- answers
