@@ -231,6 +231,12 @@ def test_proceedings_pages_are_read_from_the_footer_of_page_one(corpus_settings,
     with Environment(corpus_settings) as env:
         assert proceedings_pages(env, ids["When Not to Trust Language Models"]) is None
         assert proceedings_pages(env, ids["Construction of the Literature Graph in Semantic Scholar"])[:2] == (84, 91)
+    # asked, the answer says so (the model, asked instead, gave PDF page numbers that verified as quoted)
+    unknown = answer_question("On which pages of the proceedings does the PopQA paper 'When Not to Trust Language "
+                              "Models' appear?", settings=corpus_settings, llm=NoLLM(), method="auto")
+    assert unknown.route == "symbolic" and unknown.answer.startswith(
+        "The proceedings pages of 'When Not to Trust Language Models: Investigating Effectiveness")
+    assert unknown.verification["status"] == "unverifiable"
 
 
 def test_symbolic_counts_several_kinds_in_the_order_asked(corpus_settings):

@@ -653,7 +653,9 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
                 add_step(Step(thought=sym.explanation, action="RetrieveFromDatabase",
                               arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
                 result.answer = sym.answer
-                result.verification = verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
+                result.verification = (verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
+                                        if sym.known else Verification("unverifiable", [Check(
+                                            "not in the corpus", "sql", None, sym.explanation)]).to_dict())
                 result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
                 return result
             # the template could not answer (no such section, no author list ...): read the paper(s)

@@ -121,12 +121,15 @@ class Intent:
 @dataclass
 class SymbolicAnswer:
     """The typed ``answer``, its ``explanation`` (what was counted or read), the ``sql`` that ran and
-    the ``cells`` it read (dicts with table_name, column_name, primary_key, text)."""
+    the ``cells`` it read (dicts with table_name, column_name, primary_key, text). ``known`` is False
+    when the answer says the corpus does not hold the fact (no proceedings pages printed anywhere):
+    the caller marks it unverifiable rather than letting a model guess."""
 
     answer: Any
     explanation: str
     sql: list[str]
     cells: list[dict]
+    known: bool = True
 
 
 def parse_intent(question: str) -> Intent | None:
@@ -461,6 +464,14 @@ def _answer_publication(intent: Intent, paper: tuple[str, str], env: Any,
     pid, title = paper
     fields = _venue_year_fields(intent.fields, answer_format)
     got = _publication_values(env, pid, fields)
+    if got is None and {"pages", "first_page"} & set(fields) and proceedings_pages(env, pid) is None:
+        # the model, asked instead, answered with PDF page numbers ("pages 2 and 3") that verify as quoted
+        told = (f"The proceedings pages of '{title}' are not known: its metadata has no page range and page 1 of "
+                "its PDF prints no proceedings footer.")
+        return SymbolicAnswer(told, told, ["SELECT bibtex FROM metadata WHERE paper_id = ? ; SELECT page_content "
+                                           "FROM pages WHERE ref_paper_id = ? AND page_number = 1"],
+                              [{"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": title}],
+                              known=False)
     if got is None:
         return None
     values, cells, sqls = got
