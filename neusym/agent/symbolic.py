@@ -188,7 +188,7 @@ def parse_intent(question: str) -> Intent | None:
                  (page_field, bool(pages), pages.start() if pages else -1)]
         fields = [f for f, on, at in sorted(found, key=lambda x: x[2]) if on]
         if _VENUE_YEAR.search(q) and "venue" in fields:
-            fields = ["venue_year" if f == "venue" else f for f in fields if f != "year"]
+            fields = _as_venue_year(fields)
         return Intent("publication", fields=fields, same=bool(re.search(r"\bsame\b", q, re.I)))
     title = _TITLE.search(q)
     if title and not _AND_ASKS.search(q, title.end()):  # "the title, and on which page ...": half an answer
@@ -424,24 +424,29 @@ def proceedings_pages(env: Any, paper_id: str) -> tuple[int, int, dict] | None:
                                               "primary_key": page_id, "page_number": 1, "text": m.group(0)}
 
 
-def _publication_values(env: Any, paper_id: str, fields: list[str]) -> tuple[dict, list[dict], list[str]] | None:
+_PAGE_FIELDS = {"pages", "first_page"}
+_PAGES_SQL = "SELECT bibtex FROM metadata WHERE paper_id = ? ; SELECT page_content FROM pages WHERE ref_paper_id = ? AND page_number = 1"
+
+
+def _publication_values(env: Any, paper_id: str, fields: list[str],
+                        pages: tuple[int, int, dict] | None = None) -> tuple[dict, list[dict], list[str]] | None:
     """The values of ``fields`` (venue, year, venue_year, pages, first_page) for one paper, the cells
-    read and the SQL that ran; None when one of them is unknown."""
+    read and the SQL that ran; None when one of them is unknown. ``pages``: the paper's
+    :func:`proceedings_pages` when the caller has read them already."""
     sql = "SELECT conference_abbreviation, conference_full, pub_year, title FROM metadata WHERE paper_id = ?"
     abbr, full, year, title = env.query(sql, [paper_id])[0]
     values: dict[str, Any] = {"venue": abbr or full, "year": int(year) if year is not None else None,
                               "venue_year": f"{abbr} {year}" if abbr and year else None}
     cells = [{"table_name": "metadata", "column_name": "title", "primary_key": paper_id, "text": title}]
     sqls = [sql]
-    if {"pages", "first_page"} & set(fields):
-        found = proceedings_pages(env, paper_id)
+    if _PAGE_FIELDS & set(fields):
+        found = pages or proceedings_pages(env, paper_id)
         if found is None:
             return None
         first, last, cell = found
         values["pages"], values["first_page"] = [first, last], first
         cells.append(cell)
-        sqls.append("SELECT bibtex FROM metadata WHERE paper_id = ? ; SELECT page_content FROM pages "
-                    "WHERE ref_paper_id = ? AND page_number = 1")
+        sqls.append(_PAGES_SQL)
     if any(values[f] is None for f in fields):
         return None
     return values, cells, sqls
@@ -463,15 +468,15 @@ def _answer_publication(intent: Intent, paper: tuple[str, str], env: Any,
     venue and year as one string ("EACL 2023") when the question or format asks for that."""
     pid, title = paper
     fields = _venue_year_fields(intent.fields, answer_format)
-    got = _publication_values(env, pid, fields)
-    if got is None and {"pages", "first_page"} & set(fields) and proceedings_pages(env, pid) is None:
+    pages = proceedings_pages(env, pid) if _PAGE_FIELDS & set(fields) else None
+    if _PAGE_FIELDS & set(fields) and pages is None:
         # the model, asked instead, answered with PDF page numbers ("pages 2 and 3") that verify as quoted
         told = (f"The proceedings pages of '{title}' are not known: its metadata has no page range and page 1 of "
                 "its PDF prints no proceedings footer.")
-        return SymbolicAnswer(told, told, ["SELECT bibtex FROM metadata WHERE paper_id = ? ; SELECT page_content "
-                                           "FROM pages WHERE ref_paper_id = ? AND page_number = 1"],
+        return SymbolicAnswer(told, told, [_PAGES_SQL],
                               [{"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": title}],
                               known=False)
+    got = _publication_values(env, pid, fields, pages)
     if got is None:
         return None
     values, cells, sqls = got
@@ -479,9 +484,14 @@ def _answer_publication(intent: Intent, paper: tuple[str, str], env: Any,
     return SymbolicAnswer(answer, _describe(title, values, fields), sqls, cells)
 
 
+def _as_venue_year(fields: list[str]) -> list[str]:
+    """Venue and year asked as one string ("EACL 2023"): ``venue`` becomes ``venue_year``, ``year`` goes."""
+    return ["venue_year" if f == "venue" else f for f in fields if f != "year"]
+
+
 def _venue_year_fields(fields: list[str], answer_format: str | None) -> list[str]:
     if "venue" in fields and _FORMAT_VENUE_YEAR.search(answer_format or ""):
-        return ["venue_year" if f == "venue" else f for f in fields if f != "year"]
+        return _as_venue_year(fields)
     return fields
 
 
