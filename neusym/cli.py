@@ -168,9 +168,9 @@ def ask(
     question: str = typer.Argument(..., help="The question, in natural language."),
     paper: Optional[List[str]] = typer.Option(None, "--paper", help="Restrict to this paper_id (repeatable)."),
     answer_format: Optional[str] = typer.Option(None, "--answer-format", help="Required answer format."),
-    method: str = typer.Option("auto", "--method", help="auto (route the question: SQL template, paper search, "
-                               "focused reading or the full agent), neusym (always the agent loop), or another "
-                               "method of `neusym eval run`."),
+    method: Optional[str] = typer.Option(None, "--method", help="auto (the default: route the question: SQL "
+                                         "template, paper search, focused reading or the full agent), neusym (always "
+                                         "the agent loop), or another method of `neusym eval run`."),
     as_json: bool = typer.Option(False, "--json", help="Print {answer, route, verification, citations, trajectory, ...}."),
     trace: bool = typer.Option(False, "--trace", help="Print every thought/action/observation."),
 ) -> None:
@@ -435,7 +435,7 @@ def sql(
 ) -> None:
     """Run a read-only SQL query on the current corpus version (time limit and row cap from settings)."""
     from .errors import NeusymError
-    from .sqlsafe import format_result, run_readonly_sql
+    from .sqlsafe import format_result, run_query
     from .store.versions import current_db
 
     settings = _settings()
@@ -443,9 +443,7 @@ def sql(
         err.print(f"[red]error:[/red] --format must be table, json or csv, not {fmt!r}")
         raise typer.Exit(2)
     try:
-        result = run_readonly_sql(current_db(settings), query, timeout_s=settings.sql_timeout_s,
-                                  max_rows=settings.sql_max_rows, max_bytes=settings.sql_max_bytes,
-                                  max_cell_chars=settings.sql_max_cell_chars)
+        result = run_query(settings, current_db(settings), query)
     except NeusymError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
@@ -525,7 +523,8 @@ def _eval_error(message: object) -> None:
 def eval_run_cmd(
     questions: Path = typer.Argument(..., help="AirQA-Real JSONL (uuid, question, answer_format, tags, anchor_pdf, ...)."),
     out: Path = typer.Option(..., "--out", help="Predictions JSONL; appended to, uuids already in it are skipped."),
-    method: str = typer.Option("auto", "--method", help="auto (the router), neusym, question-only, title-abstract, full-text, "
+    method: Optional[str] = typer.Option(None, "--method", help="auto (the router, the default), neusym, question-only, "
+                                         "title-abstract, full-text, "
                                "classic-rag, iterative-classic-rag, two-stage-neu, iterative-neu, two-stage-sym, "
                                "iterative-sym, two-stage-hybrid."),
     concurrency: int = typer.Option(1, "--concurrency", help="Questions in parallel (for OpenAI-compatible "

@@ -38,6 +38,20 @@ class SQLTimeoutError(NeusymError):
     """A SQL statement ran longer than the configured limit and was interrupted."""
 
 
+class SQLResourceError(SQLError):
+    """A read-only query that needed more memory or temporary disk space than its budget; it was stopped."""
+
+
+class BusyError(NeusymError):
+    """Every slot of a bounded resource (SQL workers, the LLM) is taken and the wait for one ran out.
+
+    ``retry_after_s``: when a client should try again (the service sends it as ``Retry-After``)."""
+
+    def __init__(self, message: str, retry_after_s: int = 5):
+        super().__init__(message)
+        self.retry_after_s = int(retry_after_s)
+
+
 class ModelFileError(NeusymError):
     """An offline model file is missing or fails its checksum."""
 

@@ -111,6 +111,15 @@ class Settings(BaseSettings):
     sql_max_bytes: int = Field(1_000_000, description="Byte cap for one SQL result (text of its rows), applied while "
                                "fetching, before any formatting.")
     sql_max_cell_chars: int = Field(20_000, description="Longer text cells of a SQL result are cut to this many characters.")
+    sql_memory_mb: int = Field(1024, ge=128, description="Memory budget of one SQL query from an agent or a user "
+                               "(MiB): the address-space cap of the worker process that runs it; DuckDB's memory_limit "
+                               "is 60% of it. A query that needs more is stopped with a message.")
+    sql_temp_max_mb: int = Field(2048, ge=0, description="Spill files one SQL query may write (DuckDB "
+                                 "max_temp_directory_size, MiB), under $NEUSYM_HOME/tmp/sql.")
+    sql_workers: int = Field(2, ge=1, le=32, description="SQL queries running at once per process (worker processes); "
+                             "with sql_memory_mb this bounds the memory all SQL can take.")
+    sql_wait_s: float = Field(10.0, ge=0, description="How long a SQL query waits for a free worker before it is "
+                              "refused as busy (HTTP 503 with Retry-After).")
     agent_max_turns: int = 20
     agent_max_seconds: float = Field(600.0, description="Wall-clock limit of one agent run: past 80% of it the next "
                                      "turn must answer, past it the run stops (stop_reason time_limit).")
@@ -156,6 +165,14 @@ class Settings(BaseSettings):
     enrich_input_chars: int = Field(4000, description="Input text sent to the LLM per summary, in characters (~1k tokens).")
     enrich_max_tokens: int = Field(160, description="Completion tokens per summary.")
     # -- service -------------------------------------------------------------------------------
+    ask_queue_max: int = Field(4, ge=0, le=100, description="Agent runs (POST /ask, /ask/json, accurate search) that "
+                               "may wait for the LLM while it is busy; one more is refused with 503 and Retry-After.")
+    ask_wait_s: float = Field(300.0, gt=0, description="How long a run waits for the LLM before it is refused with "
+                              "503 and Retry-After.")
+    search_rerank_offline: bool = Field(
+        False, description="Let GET /search?mode=accurate rerank with the offline in-process model when no "
+        "NEUSYM_LLM_BASE_URL is set (it loads ~1.5 GB and takes ~20 s per query on 2 cores, holding the one LLM "
+        "slot); off: such a request is a 400 saying so.")
     api_keys: list[str] = Field(
         default_factory=list,
         description='API keys of `neusym serve` (JSON list in NEUSYM_API_KEYS, e.g. ["k1", "k2"]); when set, every '

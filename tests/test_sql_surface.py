@@ -216,6 +216,26 @@ def test_neusym_sql_path_runs_on_the_snapshot_and_refuses_writes(surface):
             run_readonly_sql(snap, sql, timeout_s=10, max_rows=10)
 
 
+def test_neusym_sql_and_the_agent_stop_a_query_past_its_memory_budget(surface, repo_root):
+    """`neusym sql` and the agent's RetrieveFromDatabase run under the same budget as the service: a
+    query that would allocate gigabytes ends with one clear line (CLI exit 1) / an error observation."""
+    from neusym.agent.actions import Action, Environment, execute_action
+
+    settings, _ = surface
+    env_vars = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")},
+                "NEUSYM_HOME": str(settings.home), "NEUSYM_SQL_MEMORY_MB": "512"}
+    proc = subprocess.run([sys.executable, "-m", "neusym.cli", "sql", "SELECT range(100000000)"], env=env_vars,
+                          capture_output=True, text=True, timeout=120, cwd=repo_root)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "memory budget (512 MB per query" in proc.stderr and "Traceback" not in proc.stderr
+    env = Environment(settings.model_copy(update={"sql_memory_mb": 512}))
+    try:
+        obs = execute_action(Action("RetrieveFromDatabase", {"sql": "SELECT repeat('x', 1000000000)"}), env)
+    finally:
+        env.close()
+    assert "memory budget" in obs.text
+
+
 # --------------------------------------------------------------------------------------------
 # Views
 # --------------------------------------------------------------------------------------------

@@ -12,9 +12,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from neusym.errors import SQLTimeoutError, UnsafeSQLError
+from neusym.errors import BusyError, SQLResourceError, SQLTimeoutError, UnsafeSQLError
 from neusym.sqlsafe import (
     DatabaseUnavailableError,
+    QueryBudget,
     QueryResult,
     SQLError,
     check_readonly_sql,
@@ -22,6 +23,7 @@ from neusym.sqlsafe import (
     format_result,
     run_readonly_sql,
     sql_nesting_depth,
+    worker_pids,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -96,6 +98,16 @@ REFUSED = [
     ("SELECT 1; -- trailing comment after a second statement marker\nDELETE FROM metadata", "multiple statements"),
     ("", "empty"),
     ("   ;  ", "empty"),
+    # the server's configuration and file paths
+    ("SELECT path FROM duckdb_databases()", "configuration or file paths"),
+    ("SELECT * FROM duckdb_databases", "configuration or file paths"),
+    ("SELECT * FROM system.main.duckdb_databases", "configuration or file paths"),
+    ("SELECT * FROM duckdb_settings()", "configuration or file paths"),
+    ("SELECT current_setting('temp_directory')", "configuration or file paths"),
+    ("SELECT * FROM pragma_database_list", "configuration or file paths"),
+    ("SELECT file FROM pragma_database_list()", "configuration or file paths"),
+    ("SELECT * FROM duckdb_extensions()", "configuration or file paths"),
+    ("SELECT * FROM duckdb_temporary_files()", "configuration or file paths"),
 ]
 
 
@@ -307,3 +319,130 @@ def test_nesting_up_to_the_limit_runs(db: Path) -> None:
     assert result.rows == [(text,)] and result.columns == [text]
     probe = f"SELECT E'\\'{text}', $q${text}$q$, [1, [2]]"
     assert sql_nesting_depth(probe) == (2, probe.index("[2]"))
+
+
+# --- memory, spill space, cancellation and concurrency (the query's worker process) ------------------
+
+def _rss(pid: int | str) -> int:
+    """Resident memory of a process in bytes, from /proc (0 when it is gone)."""
+    import os
+
+    try:
+        return int(open(f"/proc/{pid}/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _own_rss() -> int:
+    return _rss("self")
+
+
+class _PeakRSS:
+    """Samples the RSS of this process and of the SQL workers of ``budget`` every 20 ms while the block runs."""
+
+    def __init__(self, budget: QueryBudget):
+        self.budget = budget
+
+    def __enter__(self):
+        import threading
+
+        self.children = self.own = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self) -> None:
+        while not self._stop.is_set():
+            self.children = max(self.children, sum(_rss(pid) for pid in worker_pids(self.budget)))
+            self.own = max(self.own, _own_rss())
+            self._stop.wait(0.02)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# queries that would each allocate several GB (B1 of the S issue)
+MEMORY_HOGS = [
+    "SELECT range(100000000)",
+    "SELECT sum(x) FROM (SELECT unnest(range(100000000)) x)",
+    "SELECT repeat('x', 1000000000)",
+    "SELECT length(string_agg(repeat('y', 1000), ',')) FROM range(4000000)",
+    "SELECT list(x) FROM range(600000000) t(x)",
+]
+
+
+@pytest.mark.parametrize("sql", MEMORY_HOGS)
+def test_a_query_past_its_memory_budget_stops_with_a_clear_error(db: Path, tmp_path: Path, sql: str) -> None:
+    budget = QueryBudget(memory_mb=512, temp_dir=tmp_path / "spill", temp_max_mb=64, workers=1)
+    before = _own_rss()
+    with _PeakRSS(budget) as peak:
+        with pytest.raises((SQLResourceError, SQLTimeoutError)) as info:
+            run_readonly_sql(db, sql, timeout_s=20, max_rows=10, budget=budget)
+    if isinstance(info.value, SQLResourceError):
+        assert "memory budget (512 MB per query" in str(info.value)
+    assert peak.children < 600 * 2**20, f"worker RSS peaked at {peak.children / 2**20:.0f} MB"
+    assert peak.own - before < 200 * 2**20, "the caller's own memory grew with the query"
+    # the worker is usable at once
+    assert run_readonly_sql(db, "SELECT count(*) FROM metadata", timeout_s=5, max_rows=1, budget=budget).rows == [(1,)]
+
+
+def test_spill_files_go_to_the_budget_folder_and_are_capped(db: Path, tmp_path: Path) -> None:
+    spill = tmp_path / "spill"
+    budget = QueryBudget(memory_mb=256, temp_dir=spill, temp_max_mb=16, workers=1)
+    with pytest.raises((SQLResourceError, SQLTimeoutError)):
+        run_readonly_sql(db, "SELECT x, random() AS r FROM range(30000000) t(x) ORDER BY r", timeout_s=30,
+                         max_rows=3, budget=budget)
+    assert spill.is_dir() and all(p.name.startswith("w") for p in spill.iterdir())
+    assert not list(db.parent.glob("*.tmp")), "DuckDB's default temp folder beside the database was used"
+
+
+def test_a_timeout_kills_the_worker_and_returns_its_memory(db: Path) -> None:
+    budget = QueryBudget(memory_mb=1024, workers=1)
+    run_readonly_sql(db, "SELECT 1", timeout_s=5, max_rows=1, budget=budget)  # the worker is up
+    [worker] = worker_pids(budget)
+    started = time.monotonic()
+    with pytest.raises(SQLTimeoutError, match="1 s"):
+        run_readonly_sql(db, "SELECT x, random() AS r FROM range(200000000) t(x) ORDER BY r", timeout_s=1,
+                         max_rows=1, budget=budget)
+    assert time.monotonic() - started < 3.0  # answered at the limit, not limit + 5 s
+    assert not Path(f"/proc/{worker}").exists(), "the timed-out worker is still running (or not reaped)"
+    assert worker not in worker_pids(budget)
+
+
+def test_cancel_stops_a_running_query(db: Path) -> None:
+    import threading
+
+    budget = QueryBudget(memory_mb=512, workers=1)
+    cancel = threading.Event()
+    threading.Timer(0.5, cancel.set).start()
+    started = time.monotonic()
+    with pytest.raises(SQLTimeoutError, match="cancelled"):
+        run_readonly_sql(db, "SELECT count(*) FROM range(100000) a, range(100000) b", timeout_s=30, max_rows=1,
+                         budget=budget, cancel=cancel)
+    assert time.monotonic() - started < 2.5
+
+
+def test_queries_beyond_the_workers_wait_then_are_refused_as_busy(db: Path) -> None:
+    import threading
+
+    budget = QueryBudget(memory_mb=512, workers=1, wait_s=0.3)
+    outcome: list = []
+
+    def long_query() -> None:
+        try:
+            run_readonly_sql(db, "SELECT x, random() AS r FROM range(200000000) t(x) ORDER BY r", timeout_s=2,
+                             max_rows=1, budget=budget)
+        except Exception as exc:  # noqa: BLE001 - inspected below
+            outcome.append(exc)
+
+    long_one = threading.Thread(target=long_query)
+    long_one.start()
+    time.sleep(0.3)
+    with pytest.raises(BusyError, match="SQL workers stayed busy") as info:
+        run_readonly_sql(db, "SELECT 1", timeout_s=5, max_rows=1, budget=budget)
+    assert info.value.retry_after_s >= 1
+    long_one.join()
+    assert len(outcome) == 1 and isinstance(outcome[0], (SQLTimeoutError, SQLResourceError))
+    assert run_readonly_sql(db, "SELECT 1", timeout_s=5, max_rows=1, budget=budget).rows == [(1,)]

@@ -32,7 +32,7 @@ from typing import Any
 from neusym.calc import calculate
 from neusym.errors import ActionError, NeusymError
 from neusym.settings import Settings
-from neusym.sqlsafe import QueryResult, format_result, render_table, run_readonly_sql
+from neusym.sqlsafe import QueryResult, format_result, render_table, run_query
 
 ACTION_TYPES = (
     "RetrieveFromDatabase",
@@ -403,6 +403,8 @@ class Environment:
         self._lock = threading.RLock()
         self._con: Any = None
         self._local = threading.local()
+        self.cancel: threading.Event | None = None
+        """Set by the caller when the run's client went away: a running query is then stopped."""
 
     @property
     def version(self) -> Any:
@@ -422,15 +424,10 @@ class Environment:
         return self.version.db_path
 
     def run_sql(self, sql: str, *, max_rows: int | None = None) -> QueryResult:
-        """Run one read-only query with the settings' time limit, row, byte and cell caps (:mod:`neusym.sqlsafe`)."""
-        return run_readonly_sql(
-            self.db_path,
-            sql,
-            timeout_s=self.settings.sql_timeout_s,
-            max_rows=self.settings.sql_max_rows if max_rows is None else max_rows,
-            max_bytes=self.settings.sql_max_bytes,
-            max_cell_chars=self.settings.sql_max_cell_chars,
-        )
+        """Run one read-only query under the settings' time limit, row, byte, cell and memory budget
+        (:func:`neusym.sqlsafe.run_query`; ``max_rows`` replaces the row cap); stopped when :attr:`cancel`
+        is set."""
+        return run_query(self.settings, self.db_path, sql, max_rows=max_rows, cancel=self.cancel)
 
     def query(self, sql: str, params: list | None = None) -> list[tuple]:
         """The project's own read-only SQL (parameterised with ``?``) on this environment's corpus
