@@ -63,7 +63,10 @@ def corpus_refresh():
         paths = get_current_context()["params"].get("paths")
         if not paths:  # configured inputs; a missing default inbox just means "nothing to do"
             paths = [p for p in Settings().input_paths if p.exists()]
-        return input_items(discover_pdfs(paths), Settings())
+        from neusym.store.pdfs import store_dir
+
+        settings = Settings()
+        return input_items(discover_pdfs(paths, exclude=[store_dir(settings)]), settings)
 
     @task
     def sources() -> list[dict]:

@@ -32,7 +32,7 @@ import duckdb
 import numpy as np
 from datasketch import MinHash, MinHashLSH
 
-from .staging import load_parsed_table, read_manifest
+from .staging import load_parsed_table, read_manifest, source_name
 
 NUM_PERM = 128
 """MinHash permutations per fingerprint (Jaccard estimates within about ±0.05)."""
@@ -173,7 +173,8 @@ def admit(con: duckdb.DuckDBPyConnection, parsed_dirs: list[Path], *, force: boo
                           counts.get("tables", 0), len(text) - text.count("\n"))
         staged.append((d, m, content, n, mh))
     # most content first, then stable by path: the best file of a paper is decided first
-    staged.sort(key=lambda s: (-s[2].chars, -s[2].pages, str(s[1].get("pdf_path")), str(s[0])))
+    staged.sort(key=lambda s: (-s[2].chars, -s[2].pages, str(s[1].get("source_path") or s[1].get("pdf_path")),
+                               str(s[0])))
     lsh = MinHashLSH(threshold=SAME_WORK, num_perm=NUM_PERM)
     minhashes: dict[str, MinHash] = {}
     for pid, (_, _, values) in fps.items():
@@ -183,7 +184,7 @@ def admit(con: duckdb.DuckDBPyConnection, parsed_dirs: list[Path], *, force: boo
     out = Admission()
     taken: dict[str, tuple[dict, Content]] = {}
     for d, m, content, n, mh in staged:
-        pid, sha, path = m["paper_id"], m.get("pdf_sha256"), str(m.get("pdf_path"))
+        pid, sha, path = m["paper_id"], m.get("pdf_sha256"), source_name(m)
 
         def hold(reason: str) -> None:
             out.held.append(Held(pdf_sha256=sha, pdf_path=path, paper_id=pid, reason=reason))
@@ -192,7 +193,7 @@ def admit(con: duckdb.DuckDBPyConnection, parsed_dirs: list[Path], *, force: boo
             other, other_content = taken[pid]
             if other.get("pdf_sha256") == sha:
                 continue  # the same bytes staged twice
-            hold(f"lower quality than {other.get('pdf_path')} of the same paper in this run, which is loaded "
+            hold(f"lower quality than {source_name(other)} of the same paper in this run, which is loaded "
                  f"(this file: {content.describe()}; that file: {other_content.describe()})")
             continue
         if pid in stored and not force and sha not in new_versions:
@@ -218,7 +219,7 @@ def admit(con: duckdb.DuckDBPyConnection, parsed_dirs: list[Path], *, force: boo
             if match is not None:
                 other_id, sim = match
                 where = (f"stored paper {other_id} ({stored[other_id][1][:60]!r})" if other_id in stored
-                         else f"{taken[other_id][0].get('pdf_path')} (paper {other_id}) in this run")
+                         else f"{source_name(taken[other_id][0])} (paper {other_id}) in this run")
                 hold(f"same work as {where}: text similarity {sim:.2f}; attached to that paper, "
                      f"not added as a second one")
                 continue

@@ -74,6 +74,8 @@ def ingest(
         err.print(f"[yellow]held[/yellow] {h['pdf_path']}: {h['reason']}")
     for d in report.same_files:
         err.print(f"[dim]same file[/dim] {d['pdf_path']} = {d['same_as']} (parsed once)")
+    for r in report.refused:
+        err.print(f"refused {r['pdf_path']}: {r['reason']}", soft_wrap=True, markup=False, highlight=False)
     console.print(
         f"{len(report.parsed)} PDFs ({len(quarantined)} quarantined, {len(report.held)} held), "
         f"{report.pages} pages in {total:.1f} s "

@@ -49,6 +49,7 @@ from .sources.base import (
 )
 from .staging import write_json_atomic
 from .store.db import writer
+from .store.pdfs import display_name, pdf_key
 from .store.storage import StorageError, storage
 
 SourceName = Literal["arxiv", "openreview", "acl"]
@@ -421,7 +422,7 @@ def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, d
 
 # ------------------------------------------------------------------------------------- download
 def _store_path(settings: Settings, sha: str) -> Path:
-    return settings.home / "pdfs" / "sha256" / f"{sha}.pdf"
+    return Path(settings.home) / pdf_key(sha)
 
 
 def download_stage(job: DownloadJob | dict, settings: Settings) -> DownloadResult:
@@ -500,9 +501,11 @@ def download_stage(job: DownloadJob | dict, settings: Settings) -> DownloadResul
 
 
 def download_row(result: DownloadResult) -> dict[str, Any] | None:
-    """The ``downloads`` table row of a successful download, else None."""
+    """The ``downloads`` table row of a successful download, else None; its ``pdf_path`` is the PDF
+    store key (:mod:`neusym.store.pdfs`), where the download is kept."""
     if result.status == "failed" or not result.pdf_path:
         return None
     return {"download_url": result.download_url, "ref_paper_id": result.paper_id, "pdf_sha256": result.pdf_sha256,
-            "pdf_path": result.pdf_path, "bytes": result.bytes,
+            "pdf_path": pdf_key(result.pdf_sha256) if result.pdf_sha256 else display_name(result.pdf_path),
+            "bytes": result.bytes,
             "fetched_at": (result.fetched_at or _utcnow()).astimezone(timezone.utc).replace(tzinfo=None).isoformat()}

@@ -347,13 +347,16 @@ def run_unit(unit: EnrichUnit | dict, settings: Settings, *, llm: Any = None, oc
         con.close()
 
     def pdf_for(paper_id: str) -> Path:
-        from .agent.actions import _resolve_pdf
+        from .store.pdfs import pdf_file
 
         if not pdfs.get(paper_id):
             raise EnrichError(f"paper {paper_id} has no stored PDF")
-        if is_url(pdfs[paper_id]):  # a PDF in the shared store (or any URL): this host's copy
+        if is_url(pdfs[paper_id]):  # a corpus from before the PDF store held URLs: this host's copy
             return st.fetch_url(pdfs[paper_id])
-        return _resolve_pdf(pdfs[paper_id], settings)
+        path = pdf_file(settings, pdfs[paper_id])
+        if path is None:
+            raise EnrichError(f"the PDF of paper {paper_id} ({Path(pdfs[paper_id]).name}) is not on this host")
+        return path
 
     if unit.stage == "summaries" and llm is None:
         from .agent.llm import make_llm

@@ -19,7 +19,7 @@ from .admission import admit
 from .records import TABLE_RECORDS
 from .settings import Settings
 from .sqlfiles import materialize_files, read_sql
-from .staging import arrow_schema
+from .staging import arrow_schema, read_manifest, source_name
 from .store.db import writer
 from .views import create_views
 
@@ -112,6 +112,10 @@ def materialize(
                 "INSERT INTO staged_quarantine VALUES (?, ?, ?, ?)",
                 [[r["pdf_sha256"], r["pdf_path"], r["reason"], r["quarantined_at"]] for r in records],
             )
+        con.execute("CREATE OR REPLACE TEMP TABLE staged_sources (pdf_sha256 VARCHAR, source_name VARCHAR)")
+        sources = [(m.get("pdf_sha256"), source_name(m)) for m in map(read_manifest, dirs) if m]
+        if sources:
+            con.executemany("INSERT INTO staged_sources VALUES (?, ?)", [list(r) for r in sources])
         con.execute(
             "CREATE OR REPLACE TEMP TABLE staged_downloads (download_url VARCHAR, ref_paper_id VARCHAR, "
             "pdf_sha256 VARCHAR, pdf_path VARCHAR, bytes BIGINT, fetched_at VARCHAR)"

@@ -14,13 +14,16 @@ writes identical rows, and publishing unchanged papers writes no point.
 Workers on several hosts (``NEUSYM_STORAGE_URL``): staging results are pushed to the shared storage
 and pulled by the stage that needs them on another host (:mod:`neusym.staging`); input PDFs are put
 in the shared content-addressed PDF store by :func:`input_items` (the task that finds them), so a
-parse on any host can fetch them. ``metadata.pdf_path`` is always the path or URL the PDF was found
-at, never a host's cache path.
+parse on any host can fetch them. Every parsed PDF is kept in the content-addressed PDF store
+(:mod:`neusym.store.pdfs`) and ``metadata.pdf_path`` is its store key (``pdfs/sha256/<sha256>.pdf``),
+never a host's path; where the PDF was found is in the staging manifest (``source_path``) and the
+run's report.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import tempfile
 import time
 from pathlib import Path
@@ -60,7 +63,11 @@ from .staging import (
     vectors_dir,
     write_json_atomic,
 )
+from .store.pdfs import store_dir, store_pdf
 from .store.storage import StorageError, is_url, local_input, storage
+
+
+logger = logging.getLogger(__name__)
 
 
 def parser_version(settings: Settings) -> str:
@@ -113,6 +120,8 @@ class IngestReport(BaseModel):
     """PDFs parsed but not loaded (lower quality than the stored paper, or the same work as another)."""
     same_files: list[dict] = Field(default_factory=list)
     """Input files with the same bytes as another input (``{pdf_path, same_as}``), parsed once."""
+    refused: list[dict] = Field(default_factory=list)
+    """Input files not read (``{pdf_path, reason}``): symbolic links out of their folder."""
 
 
 # --------------------------------------------------------------------------------- discover
@@ -125,17 +134,40 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def discover_pdfs(paths: Iterable[str | Path]) -> list[str]:
+def discover_pdfs(paths: Iterable[str | Path], *, exclude: Iterable[str | Path] = (),
+                  refused: list[dict] | None = None) -> list[str]:
     """PDF files named by ``paths`` (files, or folders searched recursively for ``*.pdf``), sorted, unique.
 
-    Raises FileNotFoundError naming a path that does not exist.
+    A symbolic link is followed only while its target stays inside the folder it was found in (the
+    folder given, or the folder of a file given): a link out of it (``x.pdf -> /etc/passwd``) is not
+    read, and ``{"pdf_path", "reason"}`` is added to ``refused`` (logged as a warning when no list is given). Files under
+    ``exclude`` (the home's PDF store) are skipped. Paths are absolute, with the folder as given
+    (the link's name, not its target). Raises FileNotFoundError naming a path that does not exist.
     """
+    skip = [Path(e).resolve() for e in exclude]
     found: set[Path] = set()
+
+    def consider(candidate: Path, root: Path) -> None:
+        target = candidate.resolve()
+        if any(target.is_relative_to(e) for e in skip):
+            return
+        if not target.is_relative_to(root.resolve()):
+            reason = (f"symbolic link to a file outside {root}: not read (give the file's real path, or put the "
+                      "file itself in the folder)")
+            if refused is not None:
+                refused.append({"pdf_path": str(candidate), "reason": reason})
+            else:
+                logger.warning("%s: %s", candidate, reason)
+            return
+        found.add(candidate.absolute())
+
     for p in map(Path, paths):
         if p.is_dir():
-            found.update(q.resolve() for q in p.rglob("*") if q.is_file() and q.suffix.lower() == ".pdf")
+            for q in p.rglob("*"):
+                if q.suffix.lower() == ".pdf" and q.is_file():
+                    consider(q, p)
         elif p.is_file():
-            found.add(p.resolve())
+            consider(p, p.absolute().parent)
         else:
             raise FileNotFoundError(f"{p}: no such file or directory")
     return [str(p) for p in sorted(found)]
@@ -163,26 +195,27 @@ def parse_stage(
     except (OSError, StorageError) as exc:
         reason = f"unreadable: {exc.strerror or exc}" if isinstance(exc, OSError) else f"unreadable: {exc}"
         sha = hashlib.sha256(name.encode()).hexdigest()
-        qf = stage_quarantine(settings, Path(name), sha, reason)
+        qf = stage_quarantine(settings, name, sha, reason)
         return ParseResult(pdf_path=name, pdf_sha256=sha, status="quarantined", quarantine_file=str(qf),
                            reason=reason, seconds=time.perf_counter() - start)
     staged = parsed_dir(settings, sha)
     manifest = staged_manifest(settings, staged)
     if (manifest and manifest.get("parser_version") == parser_version(settings)
-            and manifest.get("pdf_path") == name and paper_id in (None, manifest["paper_id"])):
+            and paper_id in (None, manifest["paper_id"])):
+        store_pdf(settings, path, sha)  # the bytes readers use; a no-op when stored already
         return ParseResult(pdf_path=name, pdf_sha256=sha, status="reused", paper_id=manifest["paper_id"],
                            title=manifest.get("title"), num_pages=manifest["counts"]["pages"],
                            staged_dir=str(staged), download=download, seconds=time.perf_counter() - start)
     try:
         paper = parse_module.parse_pdf(path, settings, paper_id=paper_id)
     except UnparseablePDF as exc:
-        qf = stage_quarantine(settings, Path(name), sha, exc.reason)
+        qf = stage_quarantine(settings, name, sha, exc.reason)
         return ParseResult(pdf_path=name, pdf_sha256=sha, status="quarantined", quarantine_file=str(qf),
                            reason=exc.reason, seconds=time.perf_counter() - start)
     md = paper.metadata
-    md.pdf_path = name  # the found path or URL, not this host's cached copy
+    md.pdf_path = store_pdf(settings, path, sha)  # the store key, never a host's path (neusym.store.pdfs)
     md.airqa_paper_id = airqa_paper_id(md.title, md.conference_abbreviation, md.pub_year)
-    staged = stage_parsed(paper, settings, parser_version(settings))
+    staged = stage_parsed(paper, settings, parser_version(settings), source_path=name)
     drop_quarantine(settings, sha)
     return ParseResult(pdf_path=name, pdf_sha256=sha, status="parsed", paper_id=paper.paper_id,
                        title=paper.metadata.title, num_pages=len(paper.pages), staged_dir=str(staged),
@@ -470,10 +503,13 @@ def ingest(
     timings: dict[str, float] = {}
     t = time.perf_counter()
     paths = list(paths)
-    pdfs, same_files, _ = unique_files(discover_pdfs(paths))
+    refused: list[dict] = []
+    pdfs, same_files, _ = unique_files(discover_pdfs(paths, exclude=[store_dir(settings)], refused=refused))
     if paths and not pdfs and not crawl_specs:
         where = ", ".join(str(p) for p in paths)
-        raise NoInputError(f"no PDF files found in {where} (folders are searched recursively for *.pdf)")
+        why = "; ".join(f"{r['pdf_path']}: {r['reason']}" for r in refused[:3])
+        raise NoInputError(f"no PDF files found in {where} (folders are searched recursively for *.pdf)"
+                           + (f"; refused: {why}" if why else ""))
     downloads: list[dict] = []
     crawled: list = []
     if crawl_specs:
@@ -502,4 +538,4 @@ def ingest(
     item_seconds = {"parse": round(sum(r.seconds for r in parsed), 3), "encode": round(sum(e.seconds for e in encoded), 3)}
     return IngestReport(parsed=parsed, encoded=encoded, row_counts=mat.row_counts, publish=pub,
                         pages=sum(r.num_pages for r in parsed), seconds=timings, item_seconds=item_seconds,
-                        crawled=crawled, downloads=downloads, held=mat.held, same_files=same_files)
+                        crawled=crawled, downloads=downloads, held=mat.held, same_files=same_files, refused=refused)

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from .errors import StagingError
 from .records import TABLE_RECORDS, ParsedPaper
 from .settings import Settings
+from .store.pdfs import display_name
 from .store.storage import replace_dir, storage
 
 
@@ -106,10 +107,13 @@ def read_manifest(directory: Path) -> dict | None:
         return None
 
 
-def stage_parsed(paper: ParsedPaper, settings: Settings, parser_version: str) -> Path:
+def stage_parsed(paper: ParsedPaper, settings: Settings, parser_version: str, *,
+                 source_path: str | None = None) -> Path:
     """Write a parsed paper as one Parquet file per table; returns the staging directory.
 
-    The manifest records paper_id, pdf path/sha256, parser version, row counts and the UTC time.
+    The manifest records paper_id, title, ``pdf_path`` (the PDF store key), ``source_path`` (where the
+    PDF was found: a path or URL, default ``pdf_path``), sha256, parser version, row counts and the
+    UTC time.
     """
     sha = paper.metadata.pdf_sha256
     final = parsed_dir(settings, sha)
@@ -125,6 +129,7 @@ def stage_parsed(paper: ParsedPaper, settings: Settings, parser_version: str) ->
         "paper_id": paper.paper_id,
         "title": paper.metadata.title,
         "pdf_path": paper.metadata.pdf_path,
+        "source_path": source_path or paper.metadata.pdf_path,
         "pdf_sha256": sha,
         "parser_version": parser_version,
         "counts": counts,
@@ -150,14 +155,23 @@ def quarantine_path(settings: Settings, pdf_sha256: str) -> Path:
     return settings.quarantine_dir / f"{pdf_sha256}.json"
 
 
-def stage_quarantine(settings: Settings, pdf_path: Path, pdf_sha256: str, reason: str) -> Path:
-    """Record that a PDF could not be parsed (path, sha256, reason, UTC time); returns the record path."""
+def source_name(manifest: dict) -> str:
+    """The name of a staged PDF that SQL clients may see (``quarantine.pdf_path`` of a held file):
+    :func:`neusym.store.pdfs.display_name` of its ``source_path`` (older manifests: ``pdf_path``)."""
+    return display_name(manifest.get("source_path") or manifest.get("pdf_path") or "")
+
+
+def stage_quarantine(settings: Settings, pdf_path: Path | str, pdf_sha256: str, reason: str) -> Path:
+    """Record that a PDF could not be parsed; returns the record path. The record holds the sha256,
+    ``pdf_path`` (the file name SQL clients see: :func:`neusym.store.pdfs.display_name`),
+    ``source_path`` (the full path or URL, for the data engineer), the reason and the UTC time."""
     path = quarantine_path(settings, pdf_sha256)
     write_json_atomic(
         path,
         {
             "pdf_sha256": pdf_sha256,
-            "pdf_path": str(pdf_path),
+            "pdf_path": display_name(pdf_path),
+            "source_path": str(pdf_path),
             "reason": reason,
             "quarantined_at": datetime.now(timezone.utc).replace(tzinfo=None).isoformat(),
         },

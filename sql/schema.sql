@@ -34,7 +34,7 @@ COMMENT ON COLUMN metadata.volume IS 'The volume of the conference where this pa
 COMMENT ON COLUMN metadata.download_url IS 'The URL from which the PDF can be downloaded; NULL if unknown.';
 COMMENT ON COLUMN metadata.bibtex IS 'The BibTeX entry of this paper; NULL if unknown.';
 COMMENT ON COLUMN metadata.authors IS 'The full names of the authors of this paper, in order.';
-COMMENT ON COLUMN metadata.pdf_path IS 'The path of the PDF file this paper was parsed from; NULL while only its metadata is known.';
+COMMENT ON COLUMN metadata.pdf_path IS 'Where the parsed PDF is stored, relative to the corpus storage (pdfs/sha256/<pdf_sha256>.pdf); NULL while only its metadata is known.';
 COMMENT ON COLUMN metadata.pdf_sha256 IS 'The sha256 hex digest of the parsed PDF file bytes; NULL while only its metadata is known.';
 COMMENT ON COLUMN metadata.tldr IS 'A brief LLM-written summary of the main idea or findings; NULL until summarized.';
 COMMENT ON COLUMN metadata.tags IS 'LLM-written keyword tags of this paper; empty until summarized.';
@@ -200,7 +200,7 @@ CREATE TABLE IF NOT EXISTS quarantine (
 );
 COMMENT ON TABLE quarantine IS 'PDFs that were not loaded, with the reason: could not be parsed (corrupt, damaged, encrypted, no text layer, not a PDF), or held because they are a lower-quality copy of a stored paper or the same work as another paper. They are evaluated again on the next run.';
 COMMENT ON COLUMN quarantine.pdf_sha256 IS 'The sha256 hex digest of the PDF file bytes.';
-COMMENT ON COLUMN quarantine.pdf_path IS 'The path of the PDF file.';
+COMMENT ON COLUMN quarantine.pdf_path IS 'The file name of the PDF (or its URL).';
 COMMENT ON COLUMN quarantine.reason IS 'Why the PDF was not loaded (what is damaged, or which stored paper it would have replaced or duplicated).';
 COMMENT ON COLUMN quarantine.quarantined_at IS 'When the PDF was last found unparseable or held (UTC).';
 
@@ -269,7 +269,7 @@ COMMENT ON TABLE downloads IS 'PDFs downloaded by the crawl, stored by content (
 COMMENT ON COLUMN downloads.download_url IS 'The URL the PDF was downloaded from.';
 COMMENT ON COLUMN downloads.ref_paper_id IS 'Foreign key to metadata.paper_id.';
 COMMENT ON COLUMN downloads.pdf_sha256 IS 'The sha256 hex digest of the downloaded bytes.';
-COMMENT ON COLUMN downloads.pdf_path IS 'Where the PDF is stored.';
+COMMENT ON COLUMN downloads.pdf_path IS 'Where the PDF is stored, relative to the corpus storage (pdfs/sha256/<pdf_sha256>.pdf).';
 COMMENT ON COLUMN downloads.bytes IS 'Size of the PDF in bytes.';
 COMMENT ON COLUMN downloads.fetched_at IS 'When it was downloaded (UTC).';
 

@@ -107,7 +107,7 @@ def test_a_copy_with_fewer_pages_is_held_and_force_replaces_it(tmp_path):
     [held] = report.held
     assert held["reason"].startswith("lower quality than the stored version of paper")
     assert "pages 8 → 5" in held["reason"] and "--force" in held["reason"]
-    assert _quarantine(settings.db_path)[str(short)] == held["reason"]
+    assert _quarantine(settings.db_path)[short.name] == held["reason"]  # the file name: no server folder in SQL
     again = ingest([short], settings)  # idempotent: held again, nothing changes
     assert [h["reason"] for h in again.held] == [held["reason"]]
     assert _paper_state(settings.db_path) == before
@@ -116,7 +116,7 @@ def test_a_copy_with_fewer_pages_is_held_and_force_replaces_it(tmp_path):
     assert result.exit_code == 0, result.output
     [(pid, (title, sha, counts))] = _paper_state(settings.db_path).items()
     assert counts["pages"] == 5 and pid in before
-    assert str(short) not in _quarantine(settings.db_path)
+    assert short.name not in _quarantine(settings.db_path)
 
 
 def test_the_better_file_wins_when_both_are_in_one_run(tmp_path):
@@ -195,3 +195,89 @@ def test_a_downloaded_new_version_of_a_known_paper_replaces_it_even_when_shorter
     assert report.held == []
     [(_, (_, sha, counts))] = _paper_state(settings.db_path).items()
     assert counts["pages"] == 6 and sha == download["pdf_sha256"]
+
+
+# --- files that are not what they claim, and where a stored paper's bytes come from ---------------------
+
+def _all_text(db: Path) -> str:
+    """Every text cell of every table (what any SQL client could read), joined."""
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        parts = []
+        for (table,) in con.execute("SELECT table_name FROM duckdb_tables() WHERE NOT internal "
+                                    "AND database_name = current_database()").fetchall():
+            cols = [c for c, t in con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE NOT internal "
+                                              "AND database_name = current_database() AND table_name = ?",
+                                              [table]).fetchall() if t == "VARCHAR"]
+            for col in cols:
+                parts += [str(v) for (v,) in con.execute(f'SELECT "{col}" FROM {table}').fetchall() if v]
+        return "\n".join(parts)
+    finally:
+        con.close()
+
+
+def test_a_symlink_out_of_the_input_folder_is_not_read(tmp_path):
+    """B9: `x.pdf -> a file outside the folder` is refused with its reason; no byte of the target, and
+    no server folder, reaches the database; a link that stays inside the folder is followed."""
+    secret = tmp_path / "outside" / "passwd"
+    secret.parent.mkdir()
+    secret.write_text("root:x:0:0:SECRET-ROOT-LINE:/root:/bin/bash\n")
+    inbox = tmp_path / "inbox"
+    (inbox / "sub").mkdir(parents=True)
+    shutil.copy(GRAPH, inbox / "sub" / "graph.pdf")
+    (inbox / "evil.pdf").symlink_to(secret)
+    (inbox / "alias.pdf").symlink_to(inbox / "sub" / "graph.pdf")  # inside the folder: followed
+    settings = _settings(tmp_path / "home")
+    report = ingest([inbox], settings)
+    assert [r["pdf_path"] for r in report.refused] == [str(inbox / "evil.pdf")]
+    assert "symbolic link to a file outside" in report.refused[0]["reason"]
+    assert [r.status for r in report.parsed] == ["parsed"]  # graph.pdf once (alias.pdf: the same bytes)
+    text = _all_text(settings.db_path)
+    assert "SECRET-ROOT-LINE" not in text and "root:x" not in text
+    assert str(tmp_path) not in text, "a server folder is readable through SQL"
+    with pytest.raises(Exception, match="refused: .*evil.pdf: symbolic link"):
+        ingest([inbox / "evil.pdf"], settings)
+
+
+def test_a_file_that_is_not_a_pdf_is_quarantined_without_quoting_its_bytes(tmp_path):
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "notes.pdf").write_text("root:x:0:0:SECRET-ROOT-LINE:/root:/bin/bash\n")
+    shutil.copy(GRAPH, inbox / "graph.pdf")
+    settings = _settings(tmp_path / "home")
+    report = ingest([inbox], settings)
+    [bad] = [r for r in report.parsed if r.status == "quarantined"]
+    assert bad.reason.startswith("not a PDF") and "root" not in bad.reason
+    assert _quarantine(settings.db_path) == {"notes.pdf": bad.reason}
+    assert "root:x" not in _all_text(settings.db_path) and str(inbox) not in _all_text(settings.db_path)
+
+
+def test_an_identical_copy_from_a_temporary_folder_does_not_repoint_the_stored_paper(tmp_path):
+    """B10: the stored paper keeps serving its page images from the PDF store after both the
+    folder it was ingested from and a byte-identical copy's temporary folder are gone."""
+    from neusym.service.papers import PageRenderer, pdf_of
+
+    settings = _settings(tmp_path / "home")
+    first = tmp_path / "first"
+    first.mkdir()
+    shutil.copy(GRAPH, first / "graph.pdf")
+    ingest([first], settings)
+    before = _paper_state(settings.db_path)
+    temp = tmp_path / "tmp-download"
+    temp.mkdir()
+    shutil.copy(GRAPH, temp / "copy-of-graph.pdf")
+    again = ingest([temp], settings)
+    assert [r.status for r in again.parsed] == ["reused"]
+    shutil.rmtree(temp)
+    shutil.rmtree(first)
+    assert _paper_state(settings.db_path) == before
+    [(pid, (_, sha, _))] = before.items()
+    con = duckdb.connect(str(settings.db_path), read_only=True)
+    try:
+        assert con.execute("SELECT pdf_path FROM metadata").fetchall() == [(f"pdfs/sha256/{sha}.pdf",)]
+        path, got_sha = pdf_of(con.cursor(), pid, settings)
+    finally:
+        con.close()
+    assert got_sha == sha and sha256_file(path) == sha
+    image = PageRenderer().render(path, 1, key=sha)
+    assert image.png.startswith(b"\x89PNG") and image.width > 100

@@ -58,7 +58,12 @@ def test_every_sample_paper_is_loaded_with_its_pages(ingested):
             "SELECT m.pdf_path, m.num_pages, count(p.page_id) FROM metadata m "
             "JOIN pages p ON p.ref_paper_id = m.paper_id GROUP BY ALL"
         ).fetchall()
-        assert {Path(path).name: (n, c) for path, n, c in rows} == {k: (v, v) for k, v in SAMPLE_PAGES.items()}
+        # pdf_path is the PDF store key of each sample's bytes (no server path), and the stored copy is that file
+        key_of = {f"pdfs/sha256/{hashlib.sha256((SAMPLES / name).read_bytes()).hexdigest()}.pdf": name
+                  for name in SAMPLE_PAGES}
+        assert {key_of[path]: (n, c) for path, n, c in rows} == {k: (v, v) for k, v in SAMPLE_PAGES.items()}
+        for key, name in key_of.items():
+            assert (settings.home / key).read_bytes() == (SAMPLES / name).read_bytes()
         # every element row points at an existing page of its own paper
         for t in ("chunks", "tables", "images", "equations", "reference"):
             orphans = con.execute(

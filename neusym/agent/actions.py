@@ -690,12 +690,14 @@ def format_vector_hits(hits: list[dict], where: str) -> str:
 
 
 def _resolve_pdf(path_text: str, settings: Settings) -> Path:
-    path = Path(path_text).expanduser()
-    candidates = [path] if path.is_absolute() else [Path.cwd() / path, settings.home / path]
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    raise ActionError(f"ViewImage: the PDF file of this paper is not available at {path_text}")
+    """The local file of a ``metadata.pdf_path`` value (:func:`neusym.store.pdfs.pdf_file`); raises
+    :class:`ActionError` when it is not on this host."""
+    from neusym.store.pdfs import pdf_file
+
+    path = pdf_file(settings, path_text)
+    if path is None:
+        raise ActionError(f"ViewImage: the PDF file of this paper is not available here ({Path(path_text).name})")
+    return path
 
 
 def view_image(env: Environment, paper_id: str, page_number: int, bounding_box: list[float] | None = None) -> Observation:

@@ -326,7 +326,7 @@ def _not_a_pdf(data: bytes) -> str | None:
     if not head.startswith(b"%PDF") and b"%PDF-" not in data[:1024]:
         if not data.strip(b"\x00"):
             return f"empty file ({len(data)} zero bytes)"
-        return f"not a PDF: no %PDF- header (starts with {data[:8]!r})"
+        return f"not a PDF: no %PDF- header in its first KiB ({len(data):,} bytes)"  # never quote file bytes
     return None
 
 

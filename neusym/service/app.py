@@ -455,7 +455,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         def work(served: ServedVersion) -> dict:
             cur = served.cursor()
             try:
-                return {"version": served.number, **paper_detail(cur, paper_id)}
+                return {"version": served.number, **paper_detail(cur, paper_id, settings)}
             finally:
                 cur.close()
 
@@ -486,7 +486,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         def work(served: ServedVersion) -> Any:
             cur = served.cursor()
             try:
-                pdf, sha = pdf_of(cur, pid)
+                pdf, sha = pdf_of(cur, pid, settings)
             finally:
                 cur.close()
             return state.renderer.render(pdf, number, bbox=box, zoom=zoom, crop=crop, key=sha)

@@ -2,7 +2,7 @@
 references) and its pages rendered as PNG with a highlighted box (what a citation points at).
 
 Reads only the served corpus version (a DuckDB cursor of :class:`~neusym.service.corpus.ServedVersion`)
-and the PDF named by ``metadata.pdf_path``. Table HTML comes from the PDF parser and is sanitised
+and the stored PDF named by ``metadata.pdf_path`` (:mod:`neusym.store.pdfs`). Table HTML comes from the PDF parser and is sanitised
 with ``nh3`` (Ammonia) down to table markup before it is sent: nothing from a PDF can inject markup
 or script into the page.
 """
@@ -25,6 +25,11 @@ TABLE_ATTRIBUTES = {"td": {"colspan", "rowspan"}, "th": {"colspan", "rowspan"}}
 ZOOM_DEFAULT = 1.5
 """Page rendering scale: 1.5 = 108 dpi (PDF points are 1/72 inch)."""
 ZOOM_RANGE = (0.5, 4.0)
+MAX_PIXELS = 16_000_000
+"""Pixel budget of one rendered image (4000 x 4000): a larger page or zoom is rendered at the largest
+zoom that fits (the response's ``X-Neusym-Zoom`` says which)."""
+MAX_COORDINATE = 100_000.0
+"""Largest absolute bbox value accepted (PDF points; PDF pages are at most 14,400 points wide)."""
 CROP_MARGIN = 6.0
 """Points kept around a cropped box."""
 HIGHLIGHT_STROKE = (0.91, 0.33, 0.0)
@@ -80,7 +85,7 @@ def _tables_of(cur: Any) -> set[str]:
     return {r[0] for r in cur.fetchall()}
 
 
-def paper_detail(cur: Any, paper_id: str) -> dict:
+def paper_detail(cur: Any, paper_id: str, settings: Any = None) -> dict:
     """Everything the paper view shows about one paper, JSON-ready.
 
     ``cur``: a DuckDB cursor on a corpus version; ``paper_id``: a UUID string. Returns
@@ -92,8 +97,12 @@ def paper_detail(cur: Any, paper_id: str) -> dict:
     "ocr_text", "page_number", "bounding_box"}], "equations": [{"equation_id", "content", "number",
     "page_number", "bounding_box"}], "references": [{"reference_id", "content", "ordinal",
     "page_number"}], "counts": {...}}``; bounding boxes are ``[x0, y0, width, height]`` in PDF points
-    from the top-left corner. Raises :class:`NotFound` for an unknown or malformed id.
+    from the top-left corner. ``has_pdf``: the paper's PDF is readable on this host (needs
+    ``settings``: :func:`neusym.store.pdfs.pdf_file`; False without them). Raises :class:`NotFound`
+    for an unknown or malformed id.
     """
+    from ..store.pdfs import pdf_file
+
     pid = parse_paper_id(paper_id)
     meta = _rows(cur, "SELECT * FROM metadata WHERE paper_id = ?", [pid])
     if not meta:
@@ -144,7 +153,7 @@ def paper_detail(cur: Any, paper_id: str) -> dict:
         "tldr": m.get("tldr"),
         "tags": list(m.get("tags") or []),
         "airqa_paper_id": str(m["airqa_paper_id"]) if m.get("airqa_paper_id") else None,
-        "has_pdf": bool(pdf_path) and Path(pdf_path).is_file(),
+        "has_pdf": bool(pdf_path) and settings is not None and pdf_file(settings, pdf_path) is not None,
         "pages": [{"page_number": p["page_number"], "width": p["page_width"], "height": p["page_height"]}
                   for p in pages],
         "sections": roots,
@@ -176,7 +185,8 @@ def paper_titles(cur: Any, paper_ids: list[str]) -> dict[str, str]:
 # ------------------------------------------------------------------------------- page images
 def parse_bbox(raw: str | None) -> tuple[float, float, float, float] | None:
     """``"x0,y0,w,h"`` (PDF points from the top-left corner) -> a tuple; None for no box.
-    Raises :class:`BadRequest` unless it is four finite numbers with positive width and height."""
+    Raises :class:`BadRequest` unless it is four finite numbers within ±:data:`MAX_COORDINATE` with
+    positive width and height."""
     if raw is None or not str(raw).strip():
         return None
     parts = [p.strip() for p in str(raw).split(",")]
@@ -189,6 +199,8 @@ def parse_bbox(raw: str | None) -> tuple[float, float, float, float] | None:
         raise BadRequest(f"bbox must be four numbers x0,y0,width,height, got {str(raw)[:80]!r}") from None
     if not all(math.isfinite(v) for v in (x0, y0, w, h)):
         raise BadRequest("bbox values must be finite numbers")
+    if not all(abs(v) <= MAX_COORDINATE for v in (x0, y0, w, h)):
+        raise BadRequest(f"bbox values must lie within ±{MAX_COORDINATE:g} PDF points, got {str(raw)[:80]!r}")
     if w <= 0 or h <= 0:
         raise BadRequest(f"bbox width and height must be positive, got width {w:g} and height {h:g}")
     return (x0, y0, w, h)
@@ -196,17 +208,23 @@ def parse_bbox(raw: str | None) -> tuple[float, float, float, float] | None:
 
 @dataclass(frozen=True)
 class PageImage:
-    """A rendered page: ``png`` bytes, pixel ``width``/``height``, and an ``etag`` (same input, same tag)."""
+    """A rendered page: ``png`` bytes, pixel ``width``/``height``, an ``etag`` (same input, same tag)
+    and the ``zoom`` it was rendered at (lower than asked when the pixel budget required it)."""
 
     png: bytes
     width: int
     height: int
     etag: str
+    zoom: float = ZOOM_DEFAULT
 
 
-def pdf_of(cur: Any, paper_id: str) -> tuple[Path, str | None]:
-    """The PDF file of a paper and its sha256 (from ``metadata``). Raises :class:`NotFound` for an
-    unknown paper or one without a PDF file on this server (metadata-only papers)."""
+def pdf_of(cur: Any, paper_id: str, settings: Any) -> tuple[Path, str | None]:
+    """The PDF file of a paper and its sha256: the stored bytes named by ``metadata.pdf_path``
+    (:func:`neusym.store.pdfs.pdf_file`, pulled from the shared storage when needed). Raises
+    :class:`NotFound` for an unknown paper or one without a PDF file on this server (metadata-only
+    papers)."""
+    from ..store.pdfs import pdf_file
+
     pid = parse_paper_id(paper_id)
     cur.execute("SELECT pdf_path, pdf_sha256 FROM metadata WHERE paper_id = ?", [pid])
     row = cur.fetchone()
@@ -215,9 +233,10 @@ def pdf_of(cur: Any, paper_id: str) -> tuple[Path, str | None]:
     path, sha = row
     if not path:
         raise NotFound(f"paper {pid} has no PDF in this corpus (only its metadata is known)")
-    if not Path(path).is_file():
+    local = pdf_file(settings, path)
+    if local is None:
         raise NotFound(f"the PDF of paper {pid} is not on this server any more ({Path(path).name})")
-    return Path(path), sha
+    return local, sha
 
 
 class PageRenderer:
@@ -231,11 +250,13 @@ class PageRenderer:
     def render(self, pdf: Path, page_number: int, *, bbox: tuple[float, float, float, float] | None = None,
                zoom: float = ZOOM_DEFAULT, crop: bool = False, key: str | None = None) -> PageImage:
         """Page ``page_number`` (from 1) of ``pdf`` as PNG at ``zoom`` (1 = 72 dpi), with ``bbox``
-        (x0, y0, width, height in PDF points from the top-left corner) outlined and shaded; with
-        ``crop`` only the box and a small margin are rendered. ``key`` identifies the PDF content
-        (its sha256) for the cache and the ETag. Raises :class:`NotFound` for a page the PDF does not
-        have, :class:`BadRequest` for a zoom outside 0.5-4, a box outside the page, or ``crop``
-        without a box."""
+        (x0, y0, width, height in PDF points from the top-left corner) outlined and shaded (the part
+        of it on the page); with ``crop`` only the box and a small margin are rendered. At most
+        :data:`MAX_PIXELS` pixels are rendered: a larger page or region is rendered at the largest
+        zoom that fits (``PageImage.zoom``). ``key`` identifies the PDF content (its sha256) for the
+        cache and the ETag. Raises :class:`NotFound` for a page the PDF does not have,
+        :class:`BadRequest` for a zoom outside 0.5-4, a box outside the page, or ``crop`` without a
+        box."""
         import pymupdf
 
         if not (ZOOM_RANGE[0] <= zoom <= ZOOM_RANGE[1]) or not math.isfinite(zoom):
@@ -260,6 +281,7 @@ class PageRenderer:
                 if not rect.intersects(page.rect):
                     raise BadRequest(f"bbox {list(bbox)} lies outside page {page_number} "
                                      f"(0,0,{page.rect.width:g},{page.rect.height:g})")
+                rect = rect & page.rect
                 if crop:
                     clip = (rect + (-CROP_MARGIN, -CROP_MARGIN, CROP_MARGIN, CROP_MARGIN)) & page.rect
                 else:
@@ -267,10 +289,12 @@ class PageRenderer:
                     shape.draw_rect(rect)
                     shape.finish(color=HIGHLIGHT_STROKE, fill=HIGHLIGHT_FILL, fill_opacity=0.22, width=2.0)
                     shape.commit()
-            pix = page.get_pixmap(matrix=pymupdf.Matrix(zoom, zoom), clip=clip, alpha=False)
+            area = (clip or page.rect).width * (clip or page.rect).height
+            scale = min(zoom, math.sqrt(MAX_PIXELS / area)) if area > 0 else zoom
+            pix = page.get_pixmap(matrix=pymupdf.Matrix(scale, scale), clip=clip, alpha=False)
             png = pix.tobytes("png")
         etag = hashlib.sha256(repr(cache_key).encode()).hexdigest()[:32]
-        image = PageImage(png=png, width=pix.width, height=pix.height, etag=etag)
+        image = PageImage(png=png, width=pix.width, height=pix.height, etag=etag, zoom=round(scale, 4))
         with self._lock:
             self._cache[cache_key] = image
             while len(self._cache) > self.cache_size:

@@ -36,7 +36,8 @@ SELECT s.paper_id::UUID,
        coalesce(p.download_url, s.download_url),
        coalesce(p.bibtex, s.bibtex),
        CASE WHEN len(p.authors) > 0 THEN p.authors ELSE s.authors END,
-       s.pdf_path,
+       -- the PDF store key (neusym/store/pdfs.py); staged parses older than the store hold a path here
+       CASE WHEN s.pdf_sha256 IS NOT NULL THEN 'pdfs/sha256/' || lower(s.pdf_sha256) || '.pdf' ELSE s.pdf_path END,
        s.pdf_sha256,
        coalesce(s.tldr, p.tldr),
        CASE WHEN len(s.tags) > 0 THEN s.tags ELSE p.tags END,
@@ -82,10 +83,11 @@ SELECT reference_id::UUID, reference_content, ordinal::INTEGER, page_number::INT
        ref_paper_id::UUID, ref_page_id::UUID, ref_section_id::UUID
 FROM staged_reference;
 
--- A PDF that parses now is no longer quarantined (same bytes, or a fixed file at the same path).
+-- A PDF that parses now is no longer quarantined (same bytes, or a fixed file of the same name;
+-- input: temporary table staged_sources with the file names of this run's staged PDFs).
 DELETE FROM quarantine
 WHERE pdf_sha256 IN (SELECT pdf_sha256 FROM staged_metadata)
-   OR pdf_path IN (SELECT pdf_path FROM staged_metadata);
+   OR pdf_path IN (SELECT source_name FROM staged_sources);
 
 -- PDFs downloaded by the crawl for the papers of this run (input: temporary table staged_downloads).
 INSERT OR REPLACE INTO downloads

@@ -53,4 +53,4 @@ COMMENT ON COLUMN paper_overview.table_count IS 'The number of rows of this pape
 COMMENT ON COLUMN paper_overview.image_count IS 'The number of rows of this paper in images (figures found by their caption).';
 COMMENT ON COLUMN paper_overview.equation_count IS 'The number of rows of this paper in equations (numbered display equations).';
 COMMENT ON COLUMN paper_overview.reference_count IS 'The number of rows of this paper in reference (bibliography entries).';
-COMMENT ON COLUMN paper_overview.pdf_path IS 'The path of the PDF file the paper was parsed from; NULL while the PDF is not parsed.';
+COMMENT ON COLUMN paper_overview.pdf_path IS 'Where the parsed PDF is stored, relative to the corpus storage (pdfs/sha256/<sha256>.pdf); NULL while the PDF is not parsed.';
