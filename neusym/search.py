@@ -436,7 +436,13 @@ class _FilterSpec:
                 year = int(str(year).strip())
             except ValueError:
                 raise ValueError(f"year must be an integer, got {year!r}") from None
-        a = normalize_person(author) if author else None
+        if v is not None and not re.search(r"[a-z0-9]", v):
+            raise ValueError(f"venue filter {venue!r} names no venue: wildcards are not supported; give a conference "
+                             "abbreviation such as acl or emnlp, or findings")
+        a = normalize_person(author) if isinstance(author, str) and author.strip() else None
+        if a == "":
+            raise ValueError(f"author filter {author!r} has no letters or digits: wildcards are not supported; give "
+                             "an author's full name or last name")
         return cls(v, year, a or None)
 
     def filter(self) -> Filter:
@@ -580,7 +586,8 @@ class PaperIndex:
         Each view is scanned ``max(config.pool, depth)`` deep with the filters applied inside the
         collection. ``query_vector``: the MiniLM vector of the stripped query, when the caller
         already has it. Raises ``ValueError`` for an empty query, a non-positive depth, a
-        non-integer year."""
+        non-integer year, and a venue or author filter without letters or digits (``%``, ``*``:
+        wildcards are not supported, and such a filter used to be silently dropped)."""
         if not isinstance(query, str) or not query.strip():
             raise ValueError("query must be a non-empty string")
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:

@@ -165,6 +165,9 @@ class Settings(BaseSettings):
     enrich_input_chars: int = Field(4000, description="Input text sent to the LLM per summary, in characters (~1k tokens).")
     enrich_max_tokens: int = Field(160, description="Completion tokens per summary.")
     # -- service -------------------------------------------------------------------------------
+    ask_concurrency: int = Field(0, ge=0, le=64, description="Runs that use the LLM at once in `neusym serve` "
+                                 "(agent runs, accurate searches); 0 = 1 for the offline model (it has one slot), "
+                                 "4 with NEUSYM_LLM_BASE_URL.")
     ask_queue_max: int = Field(4, ge=0, le=100, description="Agent runs (POST /ask, /ask/json, accurate search) that "
                                "may wait for the LLM while it is busy; one more is refused with 503 and Retry-After.")
     ask_wait_s: float = Field(300.0, gt=0, description="How long a run waits for the LLM before it is refused with "

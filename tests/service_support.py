@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import httpx
 import uvicorn
 
 from .openai_loopback import LoopbackOpenAI, completion
@@ -30,8 +31,10 @@ class LiveServer:
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False,
-                                                    timeout_graceful_shutdown=2))
+        from neusym.service.runner import uvicorn_options
+
+        options = {**uvicorn_options(), "timeout_graceful_shutdown": 2}
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **options))
         self.thread = threading.Thread(target=lambda: asyncio.run(self.server.serve(sockets=[self.sock])), daemon=True)
 
     def __enter__(self) -> "LiveServer":
@@ -123,3 +126,21 @@ def wait_for(condition: Callable[[], Any], timeout_s: float, what: str, interval
             return last
         time.sleep(interval_s)
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what} (last: {last!r})")
+
+
+def sse_events(response: httpx.Response) -> list[tuple[str, dict, float]]:
+    """(event, data, seconds since the request) of a text/event-stream response, as they arrive."""
+    started = time.monotonic()
+    events, kind, data = [], "message", []
+    for line in response.iter_lines():
+        if line.startswith(":"):
+            continue
+        if line == "":
+            if data:
+                events.append((kind, json.loads("\n".join(data)), time.monotonic() - started))
+            kind, data = "message", []
+        elif line.startswith("event:"):
+            kind = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+    return events

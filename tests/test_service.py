@@ -31,7 +31,7 @@ from neusym.settings import Settings
 from neusym.store.db import connect_readonly
 from neusym.store.versions import current_version
 
-from .service_support import LiveServer, ScriptedAgentLLM, copy_home, wait_for
+from .service_support import LiveServer, ScriptedAgentLLM, copy_home, sse_events, wait_for
 
 LONGEVAL = "LongEval: Guidelines for Human Evaluation of Faithfulness in Long-form Summarization"
 SPECTER = "SPECTER: Document-level Representation Learning using Citation-informed Transformers"
@@ -342,24 +342,6 @@ def scripted_answer(pid: str, boxes: list[tuple]) -> list[dict]:
         {"thought": "There are two table captions on page 3.",
          "action": {"action_type": "GenerateAnswer", "parameters": {"answer": str(len(boxes))}}},
     ]
-
-
-def sse_events(response: httpx.Response) -> list[tuple[str, dict, float]]:
-    """(event, data, seconds since the request) of a text/event-stream response, as they arrive."""
-    started = time.monotonic()
-    events, kind, data = [], "message", []
-    for line in response.iter_lines():
-        if line.startswith(":"):
-            continue
-        if line == "":
-            if data:
-                events.append((kind, json.loads("\n".join(data)), time.monotonic() - started))
-            kind, data = "message", []
-        elif line.startswith("event:"):
-            kind = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip())
-    return events
 
 
 def test_ask_streams_each_step_then_the_answer(client, llm, db, ids, corpus_settings):

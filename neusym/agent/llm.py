@@ -15,7 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from neusym.errors import NeusymError
 from neusym.settings import Settings
@@ -23,6 +23,11 @@ from neusym.settings import Settings
 
 class LLMError(NeusymError):
     """The LLM backend failed (endpoint unreachable, HTTP error, model load failure, context overflow)."""
+
+
+class RunCancelled(NeusymError):
+    """The work was cancelled by its caller (its client went away, or its time limit passed) while or
+    before an LLM call ran; raised by :class:`CancellableLLM`."""
 
 
 class ContextOverflowError(LLMError):
@@ -224,9 +229,12 @@ class LocalLlamaLLM:
         return self._server
 
     def chat(
-        self, messages: list[dict], *, json_schema: dict | None = None, max_tokens: int | None = None
+        self, messages: list[dict], *, json_schema: dict | None = None, max_tokens: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> LLMReply:
-        """One chat completion; see :class:`LLM`."""
+        """One chat completion; see :class:`LLM`. ``should_stop``: asked after every generated token
+        (the reply is then streamed); when it returns True generation stops and
+        :class:`RunCancelled` is raised."""
         server = self.load()
         request: dict[str, Any] = {
             "messages": messages,
@@ -237,10 +245,13 @@ class LocalLlamaLLM:
         if json_schema is not None:
             request["response_format"] = response_format_for(json_schema)
         started = time.monotonic()
-        try:
-            response = server.handle_chat_completions(request)
-        except Exception as exc:  # noqa: BLE001
-            raise LLMError(f"offline model failed: {exc}") from exc
+        if should_stop is not None:
+            response = self._streamed(server, request, should_stop)
+        else:
+            try:
+                response = server.handle_chat_completions(request)
+            except Exception as exc:  # noqa: BLE001
+                raise LLMError(f"offline model failed: {exc}") from exc
         if not isinstance(response, dict):
             raise LLMError(f"offline model returned an unexpected response: {response!r:.200}")
         if "error" in response:
@@ -267,6 +278,93 @@ class LocalLlamaLLM:
         )
 
 
+    @staticmethod
+    def _streamed(server: Any, request: dict, should_stop: Callable[[], bool]) -> dict:
+        """Run ``request`` streamed, asking ``should_stop`` after each chunk; the chunks joined into
+        the shape of a non-streamed response (``choices[0].message.content``, ``usage``)."""
+        parts: list[str] = []
+        state: dict[str, Any] = {"finish": None, "usage": None, "error": None, "stopped": False}
+
+        def on_chunk(chunk: Any) -> bool:
+            if isinstance(chunk, dict):
+                if "error" in chunk:
+                    state["error"] = chunk["error"]
+                    return True
+                for choice in chunk.get("choices") or []:
+                    content = (choice.get("delta") or {}).get("content")
+                    if content:
+                        parts.append(content)
+                    if choice.get("finish_reason"):
+                        state["finish"] = choice["finish_reason"]
+                if chunk.get("usage"):
+                    state["usage"] = chunk["usage"]
+            if should_stop():
+                state["stopped"] = True
+                return True
+            return False
+
+        if should_stop():
+            raise RunCancelled("cancelled before the LLM call")
+        streamed = dict(request, stream=True, stream_options={"include_usage": True})
+        try:
+            returned = server.handle_chat_completions(streamed, on_chunk)
+        except Exception as exc:  # noqa: BLE001
+            raise LLMError(f"offline model failed: {exc}") from exc
+        if state["stopped"]:
+            raise RunCancelled("cancelled during the LLM call")
+        if isinstance(returned, dict) and "error" in returned:
+            return returned
+        if state["error"] is not None:
+            return {"error": state["error"]}
+        return {"choices": [{"message": {"role": "assistant", "content": "".join(parts)},
+                             "finish_reason": state["finish"]}], "usage": state["usage"] or {}}
+
+
+class CancellableLLM:
+    """An :class:`LLM` whose calls stop when ``cancel`` is set (the client went away, the run's time
+    limit passed): a call then raises :class:`RunCancelled` — before it starts, or while it runs.
+
+    The offline model stops generating at the next token (its reply is streamed); an endpoint's
+    request is abandoned (its answer is not waited for; the HTTP call ends on its own, within
+    ``llm_timeout_s``). Other attributes (``supports_images``, ...) are the wrapped model's.
+    """
+
+    def __init__(self, llm: LLM, cancel: threading.Event):
+        self.llm = llm
+        self.cancel = cancel
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.llm, name)
+
+    def chat(
+        self, messages: list[dict], *, json_schema: dict | None = None, max_tokens: int | None = None
+    ) -> LLMReply:
+        """One chat completion of the wrapped model; see :class:`LLM`. Raises :class:`RunCancelled`."""
+        if self.cancel.is_set():
+            raise RunCancelled("cancelled before the LLM call")
+        if isinstance(self.llm, LocalLlamaLLM):
+            return self.llm.chat(messages, json_schema=json_schema, max_tokens=max_tokens,
+                                 should_stop=self.cancel.is_set)
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def call() -> None:
+            try:
+                outcome["reply"] = self.llm.chat(messages, json_schema=json_schema, max_tokens=max_tokens)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        threading.Thread(target=call, name="neusym-llm-call", daemon=True).start()
+        while not done.wait(0.1):
+            if self.cancel.is_set():
+                raise RunCancelled("cancelled during the LLM call")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["reply"]
+
+
 def make_llm(settings: Settings) -> LLM:
     """The configured LLM: :class:`OpenAICompatibleLLM` when ``settings.llm_base_url`` is set (model
     ``settings.llm_model``, key ``settings.llm_api_key``, ``settings.llm_vision`` if defined), else
@@ -285,12 +383,14 @@ def make_llm(settings: Settings) -> LLM:
 
 
 __all__ = [
+    "CancellableLLM",
     "ContextOverflowError",
     "LLM",
     "LLMError",
     "LLMReply",
     "LocalLlamaLLM",
     "OpenAICompatibleLLM",
+    "RunCancelled",
     "make_llm",
     "response_format_for",
 ]

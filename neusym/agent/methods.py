@@ -184,13 +184,15 @@ METHODS: dict[str, Method] = {
                ("RetrieveFromDatabase", "RetrieveFromVectorstore"), **_TWO_STAGE),
     )
 }
-"""Every method by name; ``neusym`` is the default."""
+"""Every method by name; :data:`DEFAULT_METHOD` is the default."""
 
-DEFAULT_METHOD = "neusym"
+DEFAULT_METHOD = "auto"
+"""The method of every entry point when none is named (``neusym ask``, ``neusym eval run``, ``POST
+/ask``): the router with verification and citations. The one place this default is set."""
 
 
 def get_method(method: "Method | str | None") -> Method:
-    """The :class:`Method` for a name (``None`` = ``neusym``) or the object itself.
+    """The :class:`Method` for a name (``None`` = :data:`DEFAULT_METHOD`, ``auto``) or the object itself.
 
     Raises :class:`MethodError` for an unknown name, listing the valid ones.
     """

@@ -38,7 +38,7 @@ from neusym.agent.actions import (
     validate_action,
 )
 from neusym.agent.llm import LLM, ContextOverflowError, LLMReply, make_llm
-from neusym.agent.methods import Method, MethodError, context_actions, get_method
+from neusym.agent.methods import DEFAULT_METHOD, Method, MethodError, context_actions, get_method
 from neusym.errors import ActionError, NeusymError
 from neusym.settings import Settings
 
@@ -489,7 +489,8 @@ def answer_question(
     them); ``answer_format``: the required format of the answer; ``env``: an
     :class:`Environment` (default: one over ``settings``, closed on return); ``on_step``: called
     with each :class:`Step` as soon as it is complete (for live tracing). ``method``: a
-    :class:`neusym.agent.methods.Method` or its name (default ``neusym``) restricting the action
+    :class:`neusym.agent.methods.Method` or its name (default :data:`~neusym.agent.methods.DEFAULT_METHOD`,
+    ``auto``; ``neusym`` is this loop with all five actions) restricting the action
     space, the turns, fixed parameters, injected context and the prompt (the paper's baselines);
     ``conferences``: AirQA ``conference`` scope shown in the task prompt.
 
@@ -502,7 +503,7 @@ def answer_question(
     vectorstore when it is unavailable. Method ``auto`` (:mod:`neusym.agent.auto`) routes the
     question first and only runs this loop for multi-paper and open-ended questions.
     """
-    if (method.name if isinstance(method, Method) else str(method or "")).strip().lower() == "auto":
+    if (method.name if isinstance(method, Method) else str(method or DEFAULT_METHOD)).strip().lower() == "auto":
         from neusym.agent.auto import answer_auto
 
         return answer_auto(question, settings=settings, llm=llm, paper_ids=paper_ids, answer_format=answer_format,

@@ -18,24 +18,28 @@ Read-only by construction: the app never opens the writer's database; every quer
 served version's read-only DuckDB file (:mod:`neusym.sqlsafe` for user SQL) and its read-only
 vector shards. Blocking work runs in thread pools sized for the machine (:class:`ServiceState`),
 so the event loop keeps accepting requests while a search, a query, a page render or an agent run
-is under way. Errors are JSON ``{"detail": "..."}`` with a 4xx status (503 when nothing is
-published yet); an unexpected exception is logged and answered with a 500 naming its type, never a
-traceback.
+is under way. Every request runs under a budget (docs/service.md, "Budgets"): SQL in worker
+processes with memory and time limits, the LLM as a bounded resource (:class:`LLMSlots`), work
+cancelled when its client goes away, request bodies of at most :data:`MAX_BODY_BYTES`. Errors are
+JSON ``{"detail": "..."}`` with a 4xx status (503 when nothing is published yet or a bounded
+resource is full, with ``Retry-After``); an unexpected exception is logged and answered with a 500
+naming its type, never a traceback, on a connection that stays usable (:class:`UnexpectedErrors`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Literal
+from typing import Any, AsyncIterator, Callable, Iterator, Literal
 
 import anyio
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -47,10 +51,10 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import NeusymError, SQLError, SQLTimeoutError, UnsafeSQLError
+from ..errors import BusyError, NeusymError, SQLError, SQLResourceError, SQLTimeoutError, UnsafeSQLError
 from ..settings import Settings, usable_cores
 from ..store.versions import NoCorpusVersion
-from .auth import api_key_dependency
+from .auth import api_key_dependency, checked_keys, key_is_valid, presented_key
 from .corpus import ServedVersion, VersionHolder
 from .models import (
     AskRequest,
@@ -65,6 +69,8 @@ from .papers import BadRequest, NotFound, PageRenderer, paper_detail, paper_titl
 
 logger = logging.getLogger("neusym.service")
 
+DISCONNECT_POLL_S = 0.25
+"""How often a long request (``/sql``, ``/ask/json``) checks whether its client is still there."""
 FACET_POOL = 100
 """Facets count the top this-many papers matching the query and the filters."""
 SQL_MAX_BYTES = 1_000_000
@@ -96,15 +102,89 @@ _RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 
 
+class AskTimeout(NeusymError):
+    """An agent run stopped at ``NEUSYM_AGENT_MAX_SECONDS`` (HTTP 503)."""
+
+
+class LLMSlots:
+    """The LLM as a resource with an owner: ``size`` runs use it at once (1 for the offline model,
+    which has one slot; 4 for an OpenAI-compatible endpoint), at most ``queue_max`` more wait for it,
+    each at most ``wait_s`` seconds. A run is counted from the moment its thread enters :meth:`hold`
+    until it leaves it, so a cancelled run keeps its slot until it has really stopped. Thread-safe."""
+
+    def __init__(self, size: int, queue_max: int, wait_s: float):
+        self.size = max(1, int(size))
+        self.queue_max = max(0, int(queue_max))
+        self.wait_s = float(wait_s)
+        self.running = 0
+        self.waiting = 0
+        self._free = threading.Semaphore(self.size)
+        self._lock = threading.Lock()
+
+    def check_room(self) -> None:
+        """Raise :class:`BusyError` when ``size`` runs hold the LLM and ``queue_max`` wait already (in
+        the event loop, so a request is refused before it starts; :meth:`hold` checks again)."""
+        with self._lock:
+            self._check_room()
+
+    def _check_room(self) -> None:
+        if self.running + self.waiting >= self.size + self.queue_max:
+            raise BusyError(f"the LLM is busy: {self.running} run(s) hold it and {self.waiting} wait "
+                            f"(NEUSYM_ASK_QUEUE_MAX={self.queue_max}); try again later",
+                            retry_after_s=self._retry_after())
+
+    def _retry_after(self) -> int:
+        return max(5, min(300, int(self.wait_s // 4) or 5))
+
+    @contextmanager
+    def hold(self, cancel: threading.Event,
+             on_queued: Callable[[int, int], None] | None = None) -> Iterator[bool]:
+        """Wait for the LLM (in a worker thread) and hold it for the block; yields False instead when
+        ``cancel`` is set while waiting. ``on_queued(running, waiting)`` is called once when the run
+        has to wait. Raises :class:`BusyError` at once when the queue is full, or after ``wait_s`` of
+        waiting."""
+        deadline = time.monotonic() + self.wait_s
+        with self._lock:
+            self._check_room()
+            self.waiting += 1
+        held = self._free.acquire(blocking=False)
+        if not held and on_queued is not None:
+            with self._lock:
+                on_queued(self.running, self.waiting)
+        while not held:
+            if cancel.is_set():
+                with self._lock:
+                    self.waiting -= 1
+                yield False
+                return
+            if time.monotonic() >= deadline:
+                with self._lock:
+                    self.waiting -= 1
+                raise BusyError(f"waited {self.wait_s:g} s for the LLM (NEUSYM_ASK_WAIT_S); it is still busy, try "
+                                "again later", retry_after_s=self._retry_after())
+            held = self._free.acquire(timeout=0.25)
+        with self._lock:
+            self.waiting -= 1
+            self.running += 1
+        try:
+            yield True
+        finally:
+            with self._lock:
+                self.running -= 1
+            self._free.release()
+
+
 class ServiceState:
     """What the routes share: the settings, the :class:`VersionHolder`, the page renderer and the
     thread pools (capacity limiters) of each kind of blocking work.
 
     Pool sizes: ``search`` = CPU cores (query encoding and the shard scans are CPU-bound; more
-    threads only add queueing inside the process), ``sql`` = 4 concurrent queries (each also runs
-    DuckDB's own threads), ``pages`` = 2 renders, ``meta`` = 2 (paper details, schema, id checks),
-    ``ask`` = 1 agent run at a time with the offline model (it has one slot) or 4 with an
-    OpenAI-compatible endpoint.
+    threads only add queueing inside the process), ``sql`` = threads that hand queries to the SQL
+    worker processes and wait for them (4 per worker; the workers, ``NEUSYM_SQL_WORKERS``, bound how many
+    run, and a query that finds none free within ``NEUSYM_SQL_WAIT_S`` is a 503), ``pages`` = 2 renders, ``meta`` = 2 (paper details, schema, id checks),
+    ``ask`` = the runs that hold or wait for the LLM (:class:`LLMSlots`: ``NEUSYM_ASK_CONCURRENCY``
+    runs at a time, by default 1 with the offline model, which has one slot, or 4 with an
+    OpenAI-compatible endpoint, plus ``NEUSYM_ASK_QUEUE_MAX`` waiting).
     """
 
     def __init__(self, settings: Settings, holder: VersionHolder | None = None):
@@ -112,8 +192,10 @@ class ServiceState:
         self.holder = holder or VersionHolder(settings)
         self.renderer = PageRenderer()
         self.started = time.monotonic()
-        self.sizes = {"search": max(2, usable_cores()), "sql": 4, "pages": 2, "meta": 2,
-                      "ask": 4 if settings.llm_base_url else 1}
+        self.llm = LLMSlots(settings.ask_concurrency or (4 if settings.llm_base_url else 1), settings.ask_queue_max,
+                            settings.ask_wait_s)
+        self.sizes = {"search": max(2, usable_cores()), "sql": 4 * settings.sql_workers, "pages": 2, "meta": 2,
+                      "ask": self.llm.size + self.llm.queue_max}
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
         self._lock = threading.Lock()
 
@@ -136,6 +218,37 @@ class ServiceState:
                 return fn(served)
 
         return await self.run(kind, work)
+
+    async def with_version_until_disconnect(self, kind: str, request: Request,
+                                            fn: Callable[[ServedVersion, threading.Event], Any]) -> Any:
+        """:meth:`run_until_disconnect` of ``fn(served, cancel)`` on the served version (held meanwhile)."""
+
+        def work(cancel: threading.Event) -> Any:
+            with self.holder.use() as served:
+                return fn(served, cancel)
+
+        return await self.run_until_disconnect(kind, request, work)
+
+    async def run_until_disconnect(self, kind: str, request: Request, fn: Callable[[threading.Event], Any]) -> Any:
+        """Run blocking ``fn(cancel)`` in the ``kind`` pool; ``cancel`` is set as soon as the client of
+        ``request`` goes away (checked every 0.25 s), so ``fn`` can stop its work (a SQL worker is
+        killed, an LLM call stops at its next token). After a disconnect this waits for ``fn`` to
+        end and returns an empty ``Response`` (status 499): nobody is there to read it."""
+        cancel = threading.Event()
+        task = asyncio.ensure_future(self.run(kind, lambda: fn(cancel)))
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+                if done:
+                    return task.result()
+                if await request.is_disconnected():
+                    cancel.set()
+                    logger.info("client of %s %s went away; its work is cancelled", request.method, request.url.path)
+                    with contextlib.suppress(Exception):
+                        await task
+                    return Response(status_code=499)
+        finally:
+            cancel.set()
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -196,19 +309,11 @@ def _cap_text(text: str, max_bytes: int) -> tuple[str, bool]:
     return cut[: cut.rfind("\n") + 1], True
 
 
-def _run_sql(settings: Settings, served: ServedVersion, sql: str, max_rows: int) -> Any:
-    from ..sqlsafe import run_readonly_sql
+def _run_sql(settings: Settings, served: ServedVersion, sql: str, max_rows: int,
+             cancel: threading.Event | None = None) -> Any:
+    from ..sqlsafe import run_query
 
-    kwargs: dict[str, Any] = {}
-    import inspect
-
-    params = inspect.signature(run_readonly_sql).parameters
-    if "max_bytes" in params:
-        kwargs["max_bytes"] = getattr(settings, "sql_max_bytes", SQL_MAX_BYTES)
-    if "max_cell_chars" in params and hasattr(settings, "sql_max_cell_chars"):
-        kwargs["max_cell_chars"] = settings.sql_max_cell_chars
-    return run_readonly_sql(served.version.db_path, sql, timeout_s=settings.sql_timeout_s, max_rows=max_rows,
-                            **kwargs)
+    return run_query(settings, served.version.db_path, sql, max_rows=max_rows, cancel=cancel)
 
 
 def _validation_message(exc: RequestValidationError) -> str:
@@ -224,6 +329,104 @@ def _validation_message(exc: RequestValidationError) -> str:
         else:
             parts.append(f"{where} '{name}': {msg}")
     return "; ".join(parts) or "invalid request"
+
+
+MAX_BODY_BYTES = 1 << 20
+"""Largest request body accepted (1 MiB; a /sql or /ask body is a few KB): larger ones are a 413."""
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` is answered 413 (by its Content-Length
+    before anything is read, or while a chunked body streams in) and never reaches a route."""
+
+    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES):
+        self.app = app
+        self.max_bytes = int(max_bytes)
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers") or []:
+            if name == b"content-length":
+                try:
+                    too_large = int(value) > self.max_bytes
+                except ValueError:
+                    too_large = False
+                if too_large:
+                    await self._refuse(send)
+                    return
+        seen = 0
+        started = refused = False
+
+        async def counting_receive() -> dict:
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:  # a chunked body: answer now, the app sees a client that left
+                    refused = True
+                    if not started:
+                        await self._refuse(send)
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            if refused:
+                return  # the 413 has been sent
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except Exception:
+            if not refused:
+                raise
+
+    async def _refuse(self, send: Callable) -> None:
+        body = json.dumps({"detail": f"request body larger than {self.max_bytes:,} bytes"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class UnexpectedErrors:
+    """ASGI middleware: an exception no handler turned into a response becomes a JSON 500
+    (``{"detail": "internal error (TypeError); ..."}``) and is logged with its traceback; it is not
+    re-raised to the server, so the client's keep-alive connection stays usable. (Starlette's own
+    handler for ``Exception`` re-raises after answering, and uvicorn then drops the connection.)"""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001 - answered as a 500 without a traceback
+            logger.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
+            if started:  # a streamed body was under way: nothing more can be sent on this response
+                return
+            body = json.dumps({"detail": f"internal error ({type(exc).__name__}); the server log has the details"})
+            await send({"type": "http.response.start", "status": 500,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body.encode()})
 
 
 # ------------------------------------------------------------------------------------- app
@@ -242,8 +445,10 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
     """
     settings = settings or Settings()
     state = ServiceState(settings, holder)
+    keys: list[str] | None = None  # the service's own keys; None: ``auth`` is the caller's (Airflow's login)
     if auth is None:
-        auth = api_key_dependency(list(getattr(settings, "api_keys", []) or []))
+        keys = checked_keys(list(settings.api_keys or []))
+        auth = api_key_dependency(keys)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -255,6 +460,9 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
                     state.holder.release(served)
             except NoCorpusVersion as exc:
                 logger.warning("no corpus version yet (%s); /healthz answers 503 until one is published", exc)
+            from ..sqlsafe import QueryBudget, start_workers
+
+            await anyio.to_thread.run_sync(lambda: start_workers(QueryBudget.from_settings(settings)))
         state.holder.start_watcher()
         try:
             yield
@@ -283,6 +491,15 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=404)
 
+    @app.exception_handler(BusyError)
+    async def _busy(request: Request, exc: BusyError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "error": "busy"}, status_code=503,
+                            headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(AskTimeout)
+    async def _ask_timeout(request: Request, exc: AskTimeout) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "error": "time_limit"}, status_code=503)
+
     @app.exception_handler(BadRequest)
     async def _bad_request(request: Request, exc: BadRequest) -> JSONResponse:
         return JSONResponse({"detail": str(exc)}, status_code=400)
@@ -300,17 +517,17 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
             detail = f"method {request.method} is not allowed on {request.url.path}"
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
-    @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        logger.exception("unexpected error in %s %s", request.method, request.url.path)
-        return JSONResponse({"detail": f"internal error ({type(exc).__name__}); the server log has the details"},
-                            status_code=500)
+    app.add_middleware(UnexpectedErrors)
+    app.add_middleware(BodyLimit)  # outermost of the two: a too large body never reaches a route
 
     # -- public: health, page, static files ------------------------------------------------------
     @app.get("/healthz", response_model=Health, tags=["service"], responses={503: _RESPONSES[503]})
-    async def healthz() -> Health:
+    async def healthz(request: Request) -> Health:
         """The corpus version being served (and that the process answers). 503 with a clear message
-        while nothing has been published in ``NEUSYM_HOME``. Never needs an API key."""
+        while nothing has been published in ``NEUSYM_HOME``. Never needs an API key; ``process``
+        (the answering server process) is only given to callers with a valid key, or to everyone when
+        the service has no keys."""
+        show_process = keys is not None and key_is_valid(presented_key(request.headers), keys)
 
         def work(served: ServedVersion) -> Health:
             return Health(version=served.number, papers=served.papers,
@@ -318,7 +535,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
                           or served.version.info.manifest.get("created_at"),
                           opened_at=served.opened_at, switches=state.holder.switches,
                           uptime_s=round(time.monotonic() - state.started, 3), neusym=str(neusym_version),
-                          process=os.getpid())
+                          process=os.getpid() if show_process else None)
 
         served = state.holder.current()
         if served is not None:  # answered in the event loop: never queued behind busy pools
@@ -341,6 +558,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
 
     @api.get("/search", response_model=SearchResponse, tags=["search"])
     async def search(
+        request: Request,
         q: str = Query(..., min_length=1, max_length=1000, description="A question or keywords."),
         venue: str | None = Query(None, max_length=64, description="Conference abbreviation (acl, emnlp, ...) "
                                   "or 'findings' (Findings volumes of any conference)."),
@@ -361,6 +579,12 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         ``rerank`` (fused rank, LLM rank) and the response a ``rerank`` summary."""
         if not q.strip():
             raise BadRequest("q must not be blank")
+        if mode == "accurate" and not settings.llm_base_url and not settings.search_rerank_offline:
+            raise BadRequest("mode=accurate needs an LLM: set NEUSYM_LLM_BASE_URL to an OpenAI-compatible endpoint, "
+                             "or NEUSYM_SEARCH_RERANK_OFFLINE=true to rerank with the offline model in this process "
+                             "(about 20 s per query on 2 cores, one query at a time)")
+        if mode == "accurate":
+            state.llm.check_room()
         started = time.perf_counter()
         top_n = state.settings.search_rerank_top_n if mode == "accurate" else 0
 
@@ -377,10 +601,19 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         payload = {"version": number, "query": q, "mode": mode,
                    "filters": {"venue": venue, "year": year, "author": author, "limit": limit}}
         if mode == "accurate":
+            from ..agent.llm import CancellableLLM, make_llm
             from ..rerank import rerank_hits
 
-            result = await state.run("ask", lambda: rerank_hits(q, found, abstracts=abstracts, settings=state.settings,
-                                                                top_n=top_n))
+            def rerank(cancel: threading.Event) -> Any:
+                with state.llm.hold(cancel) as held:
+                    if not held:
+                        return None
+                    return rerank_hits(q, found, abstracts=abstracts, settings=state.settings, top_n=top_n,
+                                       llm=CancellableLLM(make_llm(state.settings), cancel))
+
+            result = await state.run_until_disconnect("ask", request, rerank)
+            if isinstance(result, Response):  # the client went away
+                return result
             found = result.hits
             payload["rerank"] = {"applied": result.applied, "note": result.note, "top_n": result.top_n,
                                  "llm_seconds": result.seconds}
@@ -391,7 +624,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
 
     @api.post("/sql", tags=["sql"], response_model=SqlResponse,
               responses={200: {"content": {"text/csv": {}}, "description": "JSON (format json) or CSV (format csv)."}})
-    async def sql(body: SqlRequest) -> Response:
+    async def sql(body: SqlRequest, request: Request) -> Response:
         """One read-only query on the served version's database (:mod:`neusym.sqlsafe`: one SELECT,
         no file/network access, ``NEUSYM_SQL_TIMEOUT_S`` time limit, at most ``NEUSYM_SQL_MAX_ROWS``
         rows and a byte cap on the response). Refused statements, SQL errors and timeouts are 400
@@ -402,11 +635,15 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         max_rows = min(body.max_rows or settings.sql_max_rows, settings.sql_max_rows)
         max_bytes = int(getattr(settings, "sql_max_bytes", SQL_MAX_BYTES))
 
-        def work(served: ServedVersion) -> Response:
+        def work(served: ServedVersion, cancel: threading.Event) -> Response:
             try:
-                result = _run_sql(settings, served, body.sql, max_rows)
+                result = _run_sql(settings, served, body.sql, max_rows, cancel)
+            except BusyError as exc:
+                return JSONResponse({"detail": str(exc), "error": "busy"}, status_code=503,
+                                    headers={"Retry-After": str(exc.retry_after_s)})
             except (UnsafeSQLError, SQLError, SQLTimeoutError) as exc:
-                kind = {UnsafeSQLError: "refused", SQLTimeoutError: "timeout"}.get(type(exc), "sql_error")
+                kind = {UnsafeSQLError: "refused", SQLTimeoutError: "timeout",
+                        SQLResourceError: "resource"}.get(type(exc), "sql_error")
                 return JSONResponse({"detail": str(exc), "error": kind}, status_code=400)
             by_bytes = bool(getattr(result, "bytes_capped", False))
             if body.format == "csv":
@@ -426,7 +663,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
                                   elapsed_s=round(result.elapsed_s, 4))
             return Response(payload.model_dump_json(), media_type="application/json")
 
-        return await state.with_version("sql", work)
+        return await state.with_version_until_disconnect("sql", request, work)
 
     @api.get("/schema", tags=["sql"], response_model=SchemaResponse,
              responses={200: {"content": {"text/markdown": {}}}})
@@ -468,7 +705,9 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         page: str = PathParam(..., description="Page number, from 1."),
         bbox: str | None = Query(None, description="x0,y0,width,height in PDF points from the top-left corner: "
                                  "the box to highlight (what a citation points at)."),
-        zoom: float = Query(1.5, description="Scale: 1 = 72 dpi; 0.5-4."),
+        zoom: float = Query(1.5, description="Scale: 1 = 72 dpi; 0.5-4. A page or box larger than the pixel "
+                            "budget (16 million pixels) is rendered at the largest zoom that fits; the "
+                            "X-Neusym-Zoom header says which."),
         crop: bool = Query(False, description="Render only the box (and a small margin)."),
     ) -> Response:
         """Page ``page`` of the paper's PDF as PNG, with ``bbox`` outlined and shaded (or cropped to
@@ -493,7 +732,8 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
 
         image = await state.with_version("pages", work)
         return Response(image.png, media_type="image/png",
-                        headers={"Cache-Control": "private, max-age=3600", "ETag": f'"{image.etag}"'})
+                        headers={"Cache-Control": "private, max-age=3600", "ETag": f'"{image.etag}"',
+                                 "X-Neusym-Zoom": f"{image.zoom:g}"})
 
     # -- the agent ---------------------------------------------------------------------------
     def check_ask(body: AskRequest) -> AskRequest:
@@ -530,69 +770,101 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
             missing = [p for p in body.paper_ids if p not in known]
             if missing:
                 raise NotFound(f"unknown paper id(s) in this corpus version: {', '.join(missing)}")
+        state.llm.check_room()  # a full queue is a 503 before anything starts (or a stream opens)
         return body
 
-    def run_agent(body: AskRequest, on_event: Callable[[str, dict], None], cancelled: threading.Event) -> dict:
-        """One agent run on the served version (held until it ends); returns the enriched answer."""
+    def run_agent(body: AskRequest, on_event: Callable[[str, dict], None], cancel: threading.Event) -> dict:
+        """One agent run: waits for the LLM (:class:`LLMSlots`), then answers on the served version
+        (held until it ends) and returns the enriched answer. ``cancel`` set (the client went away)
+        stops it at its next token, SQL query or step and returns ``{}``; past
+        ``NEUSYM_AGENT_MAX_SECONDS`` it stops with :class:`AskTimeout`."""
         from ..agent.actions import Environment
+        from ..agent.llm import CancellableLLM, RunCancelled, make_llm
+        from ..agent.methods import DEFAULT_METHOD
         from ..agent.react import answer_question
 
         class _Stop(Exception):
             pass
 
         def on_step(step: Any) -> None:
-            if cancelled.is_set():
+            if cancel.is_set():
                 raise _Stop()
             on_step.turn += 1
             on_event("step", {"index": on_step.turn, **step.to_dict()})
 
         on_step.turn = 0
-        with state.holder.use() as served:
-            on_event("start", {"version": served.number, "question": body.question, "method": body.method,
-                               "paper_ids": body.paper_ids})
-            env = Environment(settings, version=served.version, db_schema=served.agent_schema)
-            try:
-                result = answer_question(body.question, settings=settings, paper_ids=body.paper_ids or None,
-                                         answer_format=body.answer_format, env=env, on_step=on_step,
-                                         method=body.method)
-            except _Stop:
+        method = body.method or DEFAULT_METHOD
+        with state.llm.hold(cancel, on_queued=lambda running, waiting: on_event(
+                "queued", {"running": running, "waiting": waiting})) as held:
+            if not held:
                 return {}
+            timed_out = threading.Event()
+
+            def time_limit() -> None:
+                timed_out.set()
+                cancel.set()
+
+            timer = threading.Timer(settings.agent_max_seconds, time_limit)
+            timer.daemon = True
+            timer.start()
+            try:
+                with state.holder.use() as served:
+                    on_event("start", {"version": served.number, "question": body.question, "method": method,
+                                       "paper_ids": body.paper_ids})
+                    env = Environment(settings, version=served.version, db_schema=served.agent_schema)
+                    env.cancel = cancel
+                    try:
+                        result = answer_question(body.question, settings=settings, paper_ids=body.paper_ids or None,
+                                                 answer_format=body.answer_format, env=env, on_step=on_step,
+                                                 method=method, llm=CancellableLLM(make_llm(settings), cancel))
+                    except (_Stop, RunCancelled):
+                        if timed_out.is_set():
+                            raise AskTimeout(f"the answer was stopped after {settings.agent_max_seconds:g} s "
+                                             "(NEUSYM_AGENT_MAX_SECONDS); ask a narrower question or name the "
+                                             "paper") from None
+                        return {}
+                    finally:
+                        env.close()
+                    out = {"version": served.number, **result.to_dict()}
+                    pids = {str(c.get("paper_id")) for c in out.get("citations") or []
+                            if isinstance(c, dict) and c.get("paper_id")}
+                    titles: dict[str, str] = {}
+                    if pids:
+                        cur = served.cursor()
+                        try:
+                            titles = paper_titles(cur, [p for p in pids if _is_uuid(p)])
+                        finally:
+                            cur.close()
+                    return enrich_answer(out, titles)
             finally:
-                env.close()
-            out = {"version": served.number, **result.to_dict()}
-            pids = {str(c.get("paper_id")) for c in out.get("citations") or [] if isinstance(c, dict) and c.get("paper_id")}
-            titles: dict[str, str] = {}
-            if pids:
-                cur = served.cursor()
-                try:
-                    titles = paper_titles(cur, [p for p in pids if _is_uuid(p)])
-                finally:
-                    cur.close()
-            return enrich_answer(out, titles)
+                timer.cancel()
 
     @api.post("/ask", response_class=EventSourceResponse, tags=["ask"],
-              responses={200: {"description": "Server-sent events: `start` {version, question, method, paper_ids}, "
-                                              "`queued` {running, waiting} while other runs hold the model, one `step` per "
-                                              "agent turn (thought, action, arguments, observation, ...), then "
-                                              "`answer` (the JSON answer, as /ask/json) or `error` {detail}."}})
+              responses={200: {"description": "Server-sent events: `queued` {running, waiting} while other runs hold "
+                                              "the model, `start` {version, question, method, paper_ids}, one `step` "
+                                              "per agent turn (thought, action, arguments, observation, ...), then "
+                                              "`answer` (the JSON answer, as /ask/json) or `error` {detail}."},
+                         503: {"model": ErrorResponse, "description": "The queue for the LLM is full (Retry-After)."}})
     async def ask(body: AskRequest = Depends(resolved_ask)) -> AsyncIterator[ServerSentEvent]:
         """Answer a question with the agent, streamed step by step as server-sent events (an answer
         can take a minute on the offline model; each step is sent as soon as it is done, and
         keep-alive comments flow meanwhile). Unknown methods and paper ids are refused (400/404)
-        before the stream starts."""
+        and a full queue for the LLM (``NEUSYM_ASK_QUEUE_MAX`` runs waiting) is a 503 with
+        ``Retry-After``, before the stream starts. A client that disconnects cancels its run."""
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-        cancelled = threading.Event()
-        limiter = state.limiter("ask")
+        events: asyncio.Queue = asyncio.Queue()
+        cancel = threading.Event()
 
         def emit(kind: str, data: dict) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, (kind, data))
+            loop.call_soon_threadsafe(events.put_nowait, (kind, data))
 
         def work() -> None:
             try:
-                answer = run_agent(body, emit, cancelled)
+                answer = run_agent(body, emit, cancel)
                 if answer:
                     emit("answer", answer)
+            except BusyError as exc:
+                emit("error", {"detail": str(exc), "retry_after": exc.retry_after_s})
             except NeusymError as exc:
                 emit("error", {"detail": str(exc)})
             except Exception as exc:  # noqa: BLE001 - reported to the client without a traceback
@@ -601,46 +873,60 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
             finally:
                 emit("end", {})
 
-        if limiter.borrowed_tokens >= limiter.total_tokens:
-            yield ServerSentEvent(event="queued", data={"running": limiter.borrowed_tokens,
-                                                        "waiting": limiter.statistics().tasks_waiting + 1})
-        task = asyncio.ensure_future(anyio.to_thread.run_sync(work, limiter=limiter))
+        task = asyncio.ensure_future(anyio.to_thread.run_sync(work, limiter=state.limiter("ask")))
         try:
             while True:
-                kind, data = await queue.get()
+                kind, data = await events.get()
                 if kind == "end":
                     break
                 yield ServerSentEvent(event=kind, data=data)
         finally:
-            cancelled.set()  # a client that went away stops the run at its next step
+            cancel.set()  # a client that went away stops the run at its next token, query or step
             if task.done() and not task.cancelled() and task.exception() is not None:
                 logger.error("agent task: %s", task.exception())
 
     @api.get("/ask/methods", tags=["ask"])
     async def ask_methods() -> list[dict]:
         """The agent methods ``POST /ask`` accepts: ``[{"name", "description", "default"}]`` (neusym.agent.methods)."""
-        from ..agent.methods import METHODS, get_method
+        from ..agent.methods import DEFAULT_METHOD, METHODS
 
-        default = get_method(None).name
-        return [{"name": m.name, "description": getattr(m, "summary", ""), "default": m.name == default}
+        return [{"name": m.name, "description": getattr(m, "summary", ""), "default": m.name == DEFAULT_METHOD}
                 for m in METHODS.values()]
 
-    @api.post("/ask/json", tags=["ask"])
-    async def ask_json(body: AskRequest = Depends(resolved_ask)) -> JSONResponse:
+    @api.post("/ask/json", tags=["ask"],
+              responses={503: {"model": ErrorResponse, "description": "The queue for the LLM is full, or the wait "
+                                                                      "for it ran out (Retry-After)."}})
+    async def ask_json(request: Request, body: AskRequest = Depends(resolved_ask)) -> Response:
         """The same agent run as ``POST /ask``, answered once at the end as one JSON object:
         ``answer``, ``trajectory``, ``turns``, tokens, ``seconds``, ``stop_reason``, ``version`` and,
         when the agent gives them, ``route``, ``verification`` and ``citations`` (each with a
-        ``page_image`` URL when it names a page). A failing LLM is a 502 with its message."""
+        ``page_image`` URL when it names a page). A failing LLM is a 502 with its message; a full
+        queue or a run past ``NEUSYM_AGENT_MAX_SECONDS`` a 503. A client that disconnects cancels
+        its run (checked every 0.25 s)."""
         from ..agent.llm import LLMError
 
-        cancelled = threading.Event()
+        cancel = threading.Event()
+        task = asyncio.ensure_future(anyio.to_thread.run_sync(lambda: run_agent(body, lambda k, d: None, cancel),
+                                                              limiter=state.limiter("ask")))
         try:
-            answer = await anyio.to_thread.run_sync(lambda: run_agent(body, lambda k, d: None, cancelled),
-                                                    limiter=state.limiter("ask"))
-        except NoCorpusVersion:
-            raise
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+                if done:
+                    break
+                if await request.is_disconnected():
+                    cancel.set()
+                    logger.info("client of POST /ask/json went away; its run is cancelled")
+                    with contextlib.suppress(Exception):
+                        await task
+                    return Response(status_code=499)
+        finally:
+            cancel.set()
+        try:
+            answer = task.result()
         except LLMError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=502)
+        except (NoCorpusVersion, BusyError, AskTimeout):
+            raise
         except NeusymError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
         return JSONResponse(jsonable_encoder(answer))

@@ -18,7 +18,8 @@ class Health(BaseModel):
     switches: int = Field(description="Versions switched to since the process started.")
     uptime_s: float
     neusym: str = Field(description="The neusym package version.")
-    process: int = Field(description="Id of the server process that answered (`neusym serve --workers N` runs N).")
+    process: int | None = Field(None, description="Id of the server process that answered (`neusym serve --workers N` "
+                                "runs N); only for callers with a valid API key, or when the service has none.")
 
 
 class HitRerank(BaseModel):

@@ -23,6 +23,17 @@ from ..settings import Settings
 logger = logging.getLogger(__name__)
 
 APP_FACTORY = "neusym.service.app:create_app"
+MAX_HEADER_BYTES = 64 * 1024
+"""Largest request line + headers accepted; a larger request is answered 400 by uvicorn."""
+
+
+def uvicorn_options() -> dict:
+    """The uvicorn settings of every neusym server (``neusym serve``, its workers, the tests' servers):
+    the h11 parser, which bounds the request line and headers at :data:`MAX_HEADER_BYTES` (httptools
+    buffers headers of any size), no access log, no ``Server`` header, 5 s graceful shutdown."""
+    return {"http": "h11", "h11_max_incomplete_event_size": MAX_HEADER_BYTES, "access_log": False,
+            "server_header": False, "timeout_graceful_shutdown": 5}
+
 BACKLOG = 2048
 STOP_WAIT_S = 10.0
 
@@ -53,8 +64,7 @@ def main(host: str = "127.0.0.1", port: int = 8000, *, settings: Settings | None
     from .app import create_app
 
     app = create_app(settings or Settings())
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False, timeout_graceful_shutdown=5,
-                server_header=False)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_options())
 
 
 def listening_socket(host: str, port: int, *, backlog: int | None = BACKLOG, reuse_port: bool = True) -> socket.socket:
@@ -95,8 +105,7 @@ def _worker(host: str, port: int, log_level: str, ready: Any) -> None:
 
     sock = listening_socket(host, port)
     config = uvicorn.Config(APP_FACTORY, factory=True, host=host, port=port, log_level=log_level,
-                            log_config=_log_config(log_level), access_log=False, timeout_graceful_shutdown=5,
-                            server_header=False)
+                            log_config=_log_config(log_level), **uvicorn_options())
     server = uvicorn.Server(config)
 
     def report_ready() -> None:
