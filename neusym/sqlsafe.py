@@ -548,7 +548,7 @@ def _worker_main(memory_mb: int) -> None:  # pragma: no cover - runs in the work
     except (ValueError, OSError):
         pass
     try:
-        os.nice(5)
+        os.nice(10)
     except OSError:
         pass
     signal.signal(signal.SIGINT, signal.SIG_IGN)
