@@ -68,13 +68,13 @@ cluster-deps:
 ## cluster-up / cluster-down / cluster-status: Airflow (CeleryExecutor) + PostgreSQL + Redis + two workers on
 ## loopback, state under $(NEUSYM_HOME)/cluster (docs/cluster.md); down stops exactly what up started
 cluster-up: install cluster-deps
-	$(BIN)/python -m neusym.cluster up
+	$(BIN)/python -m neusym.interfaces.cluster up
 
 cluster-down:
-	$(BIN)/python -m neusym.cluster down
+	$(BIN)/python -m neusym.interfaces.cluster down
 
 cluster-status:
-	$(BIN)/python -m neusym.cluster status
+	$(BIN)/python -m neusym.interfaces.cluster status
 
 clean:
 	rm -rf $(NEUSYM_HOME)

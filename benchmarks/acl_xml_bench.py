@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from lxml import etree  # noqa: E402
 
-from neusym.sources.acl_source import parse_acl_collection  # noqa: E402
+from neusym.ingest.sources.acl_source import parse_acl_collection  # noqa: E402
 
 SHARED = Path("/work/shared/corpus/acl/2024.acl.xml")
 FIXTURE = REPO / "tests" / "fixtures" / "acl" / "2024.acl.xml"

@@ -4,14 +4,14 @@ For each of the five sample papers (ACL Anthology PDFs in ``samples/pdfs``) the 
 damaged copies: 20 KB blocks zeroed at three offsets, 200 random bit flips (two seeds), truncation
 at 60% with a fresh ``%%EOF``, a duplicated 40 KB block, the first 3 KB zeroed behind a new
 ``%PDF-1.5`` header, and the title redacted from page 1 (a copy that lost its title). It ingests the
-five originals into a fresh home, then ingests every damaged copy alone (``neusym.pipeline.ingest``,
+five originals into a fresh home, then ingests every damaged copy alone (``neusym.ingest.pipeline.ingest``,
 the code path of ``neusym ingest``) and classifies the outcome:
 
 - ``quarantined``: the parse rejected it (reason recorded);
 - ``held``: parsed, but not loaded (lower quality than the stored paper, same text, or the same work
   as a stored paper);
 - ``loaded complete``: loaded and the stored paper lost nothing (pages, chunks, sections, tables,
-  characters of chunk text within the limits of :func:`neusym.admission.quality_losses`, same title);
+  characters of chunk text within the limits of :func:`neusym.ingest.admission.quality_losses`, same title);
 - ``silent loss``: loaded and the stored paper lost content or its title, or a second paper
   appeared. The target is zero.
 
@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT))
 import duckdb  # noqa: E402
 import pymupdf  # noqa: E402
 
-from neusym.admission import Content, quality_losses  # noqa: E402
-from neusym.pipeline import ingest  # noqa: E402
+from neusym.ingest.admission import Content, quality_losses  # noqa: E402
+from neusym.ingest.pipeline import ingest  # noqa: E402
 from neusym.settings import Settings  # noqa: E402
 from tests.damage import without_title, zeroed  # noqa: E402
 

@@ -1,6 +1,6 @@
 """corpus_refresh on the CeleryExecutor cluster: wall time with one worker vs two, and a backfill extrapolation.
 
-Brings up the real cluster of ``neusym.cluster`` (PostgreSQL, Redis, api-server, scheduler,
+Brings up the real cluster of ``neusym.interfaces.cluster`` (PostgreSQL, Redis, api-server, scheduler,
 dag-processor, triggerer, two Celery workers of concurrency 1, shared storage by ``file://`` URL) in a
 temporary directory, and for each corpus — the bundled samples (5 PDFs) and the N smallest PDFs of
 ``../shared/corpus/pdfs`` (default 20) — triggers ``corpus_refresh`` through the REST API, cold
@@ -130,7 +130,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cluster.json")
     args = ap.parse_args()
 
-    from neusym.cluster import Api, Node, free_port_base  # settings are read from the environment at Node()
+    from neusym.interfaces.cluster import Api, Node, free_port_base  # settings are read from the environment at Node()
 
     root = Path(tempfile.mkdtemp(prefix="neusym-cluster-bench-", dir="/tmp"))
     os.chmod(root, 0o755)

@@ -32,7 +32,7 @@ sys.path.insert(0, str(REPO))
 
 import duckdb  # noqa: E402
 
-from neusym.crawl import crawl_stage, load_crawl_stage  # noqa: E402
+from neusym.ingest.crawl import crawl_stage, load_crawl_stage  # noqa: E402
 from neusym.settings import Settings  # noqa: E402
 
 SHARED = Path("/work/shared/corpus/acl")

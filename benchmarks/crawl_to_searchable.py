@@ -72,7 +72,8 @@ def main() -> None:
                                                       "json"], dict(env, NEUSYM_SQL_MAX_ROWS="100000"))[1].stdout)]
         sample = random.Random(7).sample(titles, min(args.sample, len(titles)))
         sys.path.insert(0, str(REPO))
-        from neusym.search import close_paper_indexes, search_papers
+        from neusym.store.paper_index import close_paper_indexes
+        from neusym.query.paper_search import search_papers
         from neusym.store.cells import CellSearch
         from neusym.store.versions import open_version
 

@@ -34,10 +34,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def cell_texts(pdfs: list[Path], home: Path) -> list[str]:
     """The texts the encode stage sends through the model for these PDFs (parsed into ``home``)."""
     from neusym.encode import DERIVED_DENSE, encodable_cells
-    from neusym.pipeline import parse_stage
+    from neusym.ingest.pipeline import parse_stage
     from neusym.records import TABLE_RECORDS
     from neusym.settings import Settings
-    from neusym.staging import load_parsed_table
+    from neusym.ingest.staging import load_parsed_table
 
     settings = Settings(home=home)
     texts: list[str] = []

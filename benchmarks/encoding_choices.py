@@ -48,7 +48,7 @@ def norm(v):
 
 # ------------------------------------------------------------------------------ 1 + 2: sample corpus
 def sample_corpus(home: Path, backend: str):
-    from neusym.pipeline import ingest
+    from neusym.ingest.pipeline import ingest
     from neusym.settings import Settings
 
     settings = Settings(home=home, dense_backend=backend)
@@ -130,7 +130,7 @@ def paper_search_eval(backend: str) -> dict:
 
     import bench
     from neusym.encode import encode_query, get_encoder, paper_text_vectors
-    from neusym.search import PAPER_SCHEMA, PaperIndex, SearchConfig, _points, encode_papers
+    from neusym.store.paper_index import PAPER_SCHEMA, PaperIndex, SearchConfig, _points, encode_papers
     from neusym.settings import Settings
     from neusym.store.vectors import EdgeBackend
 

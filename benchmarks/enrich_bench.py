@@ -3,7 +3,7 @@
 Usage:  .venv/bin/python benchmarks/enrich_bench.py [PDF ...] [--budget-tokens 6000] [--out FILE.json]
 
 Ingests the PDFs (default: the NAACL 2018 sample paper) into a fresh temporary NEUSYM_HOME, then
-runs ``neusym.enrich.enrich`` twice: OCR of every figure, and summaries with the configured LLM
+runs ``neusym.ingest.enrich.enrich`` twice: OCR of every figure, and summaries with the configured LLM
 (default: the offline Qwen2.5-Coder-1.5B GGUF, files under <repo>/.neusym/models as for the demo)
 within ``--budget-tokens``. Reports items done, seconds, figures/s, summaries/min, tokens/s, and
 the summaries' kinds. The first summary includes loading the model (reported separately).
@@ -23,9 +23,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from neusym.agent.llm import LocalLlamaLLM, make_llm  # noqa: E402
-from neusym.enrich import enrich  # noqa: E402
-from neusym.pipeline import ingest  # noqa: E402
+from neusym.llm.chat import LocalLlamaLLM, make_llm  # noqa: E402
+from neusym.ingest.enrich import enrich  # noqa: E402
+from neusym.ingest.pipeline import ingest  # noqa: E402
 from neusym.settings import Settings  # noqa: E402
 
 DEFAULT_PDF = REPO / "samples" / "pdfs" / "naacl2018_N18-3011_SemanticScholarLiteratureGraph.pdf"

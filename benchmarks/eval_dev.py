@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.score_only:
         for method in args.methods:
             pred = args.out_dir / f"{method}.pred.jsonl"
-            command = [sys.executable, "-m", "neusym.cli", "eval", "run", str(args.questions), "--method", method,
+            command = [sys.executable, "-m", "neusym.interfaces.cli", "eval", "run", str(args.questions), "--method", method,
                        "--out", str(pred)] + (["--limit", str(args.limit)] if args.limit is not None else [])
             print("$", " ".join(command[2:]), flush=True)
             subprocess.run(command, check=True)

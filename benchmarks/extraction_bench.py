@@ -27,7 +27,7 @@ message when the folder is absent) and per backend:
   MinerU labelled by itself) on MinerU's flash-tier output made beforehand by ``mineru parse PDF --tier flash --pages all``
   against a local MinerU 4.0.12 server (own virtualenv); ``--mineru-seconds`` adds the wall time
   of those MinerU runs as the stage ``mineru_flash_run``.
-- **throughput**: seconds per parse stage (``neusym.parse.parse_pdf(timings=...)``) and pages/s
+- **throughput**: seconds per parse stage (``neusym.ingest.parse.parse_pdf(timings=...)``) and pages/s
   per stage: document pages / stage seconds, and for the model stages also the pages the stage
   actually ran on.
 """
@@ -49,7 +49,7 @@ import pymupdf
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from neusym.parse import parse_pdf  # noqa: E402
+from neusym.ingest.parse import parse_pdf  # noqa: E402
 from neusym.settings import Settings  # noqa: E402
 
 CAPTION = re.compile(r"^\s*(Table|TABLE|Tab\.|Figure|FIGURE|Fig\.|FIG\.)\s*((?:[A-Z]\.?)?\d{1,3})\s*([:.|])(.*)$")
@@ -86,7 +86,7 @@ def _norm_label(num: str) -> str:
 
 def printed_captions(pdf: Path) -> dict[str, set[str]]:
     """Distinct printed caption labels ``{"tables": {"1", "A1"...}, "figures": {...}}`` of a PDF,
-    from raw PyMuPDF lines (see the module docstring); independent of :mod:`neusym.parse`."""
+    from raw PyMuPDF lines (see the module docstring); independent of :mod:`neusym.ingest.parse`."""
     out: dict[str, set[str]] = {"tables": set(), "figures": set()}
     with pymupdf.open(pdf) as doc:
         for page in doc:
@@ -130,7 +130,7 @@ def bench_one(pdf: Path, backend: str, printed: dict[str, set[str]], mineru_dir:
             pages_per_s[stage + "_run_pages"] = round(timings[key] / timings[stage], 2)
     own: dict = {}
     if backend == "mineru":  # what MinerU found by itself (captions it labelled), before merging
-        from neusym.parse.mineru import load_pages, mineru_elements, output_files
+        from neusym.ingest.parse.mineru import load_pages, mineru_elements, output_files
 
         m_floats, m_eqs = mineru_elements(load_pages(output_files(mineru_dir, paper.metadata.pdf_sha256, "flash")))
         m_tables = _found([f["label"] for f in m_floats if f["kind"] == "table" and f["label"]])
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         printed = printed_captions(pdf)
         for backend in backends:
             if backend == "mineru":
-                from neusym.parse.mineru import output_files
+                from neusym.ingest.parse.mineru import output_files
 
                 sha = hashlib.sha256(pdf.read_bytes()).hexdigest()
                 if args.mineru_dir is None or not output_files(args.mineru_dir, sha, "flash"):

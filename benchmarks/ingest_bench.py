@@ -97,7 +97,7 @@ def floor_spec(home: Path, pdfs: list[Path], out: Path) -> None:
     import duckdb
 
     sys.path.insert(0, str(REPO))
-    from neusym.publish import cells_sql
+    from neusym.ingest.publish import cells_sql
     from neusym.store.versions import current_db
     from neusym.settings import Settings
 

@@ -78,7 +78,7 @@ def source_cells() -> dict:
         z = np.load(path, allow_pickle=True)
         return {"payloads": json.loads(meta.read_text()), "dense": z["dense"], "indices": list(z["indices"]),
                 "values": list(z["values"])}
-    from neusym.pipeline import ingest
+    from neusym.ingest.pipeline import ingest
     from neusym.settings import Settings
     from neusym.store.versions import open_version
 

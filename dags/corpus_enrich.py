@@ -2,7 +2,7 @@
 
 ``corpus_refresh``'s ``publish`` task updates the asset after the new corpus version is published;
 Airflow then queues this DAG (no schedule guessing, no sensor). Thin wiring around
-:mod:`neusym.enrich`:
+:mod:`neusym.ingest.enrich`:
 
     plan_ocr ─► ocr (mapped, capped) ─► apply_ocr ─► plan_summaries ─► summarize (mapped, capped) ─► apply_summaries
 
@@ -53,39 +53,39 @@ WRITER = _settings.writer_queue  # the single-writer tasks: one worker serves th
 def corpus_enrich():
     @task
     def plan_ocr() -> list[dict]:
-        from neusym.enrich import plan_enrichment
+        from neusym.ingest.enrich import plan_enrichment
 
         return [u.model_dump() for u in plan_enrichment(Settings(), "ocr")]
 
     @task(max_active_tis_per_dag=_settings.enrich_concurrency,
           map_index_template="{{ task.op_kwargs['unit']['unit_id'] }}")
     def ocr(unit: dict) -> dict:
-        from neusym.enrich import run_unit
+        from neusym.ingest.enrich import run_unit
 
         return run_unit(unit, Settings()).model_dump()
 
     @task(trigger_rule="all_done", queue=WRITER)
     def apply_ocr(done: list[dict]) -> dict:
-        from neusym.enrich import apply_enrichment
+        from neusym.ingest.enrich import apply_enrichment
 
         return apply_enrichment(Settings()).model_dump()
 
     @task(trigger_rule="all_done")
     def plan_summaries() -> list[dict]:
-        from neusym.enrich import plan_enrichment
+        from neusym.ingest.enrich import plan_enrichment
 
         return [u.model_dump() for u in plan_enrichment(Settings(), "summaries")]
 
     @task(max_active_tis_per_dag=_settings.enrich_concurrency, pool=_settings.llm_pool,
           map_index_template="{{ task.op_kwargs['unit']['unit_id'] }}")
     def summarize(unit: dict) -> dict:
-        from neusym.enrich import run_unit
+        from neusym.ingest.enrich import run_unit
 
         return run_unit(unit, Settings()).model_dump()
 
     @task(trigger_rule="all_done", queue=WRITER)
     def apply_summaries(done: list[dict]) -> dict:
-        from neusym.enrich import apply_enrichment
+        from neusym.ingest.enrich import apply_enrichment
 
         return apply_enrichment(Settings()).model_dump()
 

@@ -1,6 +1,6 @@
 """corpus_refresh — the nightly NeuSym corpus refresh (Airflow 3, TaskFlow, ``airflow.sdk``).
 
-Thin wiring only: every task calls a stage function of :mod:`neusym.pipeline` / :mod:`neusym.crawl`,
+Thin wiring only: every task calls a stage function of :mod:`neusym.ingest.pipeline` / :mod:`neusym.ingest.crawl`,
 the same functions behind ``neusym ingest`` and ``neusym crawl``, so both produce identical databases.
 
     crawl (mapped, one task per source) ─► load_metadata (single writer) ─► download (mapped, one per new PDF) ─┐
@@ -58,7 +58,7 @@ WRITER = _settings.writer_queue  # the single-writer tasks: one worker serves th
 def corpus_refresh():
     @task
     def discover() -> list[dict]:
-        from neusym.pipeline import discover_pdfs, input_items
+        from neusym.ingest.pipeline import discover_pdfs, input_items
 
         paths = get_current_context()["params"].get("paths")
         if not paths:  # configured inputs; a missing default inbox just means "nothing to do"
@@ -74,45 +74,45 @@ def corpus_refresh():
 
     @task(map_index_template="{{ task.op_kwargs['spec']['source'] }}")
     def crawl(spec: dict) -> dict:
-        from neusym.crawl import crawl_stage
+        from neusym.ingest.crawl import crawl_stage
 
         return crawl_stage(spec, Settings()).model_dump(mode="json")
 
     @task(trigger_rule="all_done", queue=WRITER)
     def load_metadata(crawled: list[dict]) -> list[dict]:
-        from neusym.crawl import load_crawl_stage
+        from neusym.ingest.crawl import load_crawl_stage
 
         report = load_crawl_stage([c for c in crawled if c], Settings())
         return [j.model_dump() for j in report.downloads]
 
     @task(map_index_template="{{ task.op_kwargs['job']['download_url'] }}")
     def download(job: dict) -> dict:
-        from neusym.crawl import download_stage
+        from neusym.ingest.crawl import download_stage
 
         return download_stage(job, Settings()).model_dump(mode="json")
 
     @task(trigger_rule="none_failed")
     def collect(local: list[dict], downloaded: list[dict]) -> list[dict]:
-        from neusym.pipeline import parse_items
+        from neusym.ingest.pipeline import parse_items
 
         return parse_items(list(local), list(downloaded or []))
 
     @task(map_index_template="{{ task.op_kwargs['item']['pdf_path'].split('/')[-1] }}")
     def parse(item: dict) -> dict:
-        from neusym.pipeline import parse_stage
+        from neusym.ingest.pipeline import parse_stage
 
         return parse_stage(item["pdf_path"], Settings(), paper_id=item.get("paper_id"),
                            download=item.get("download"), source=item.get("source")).model_dump()
 
     @task
     def encode(parsed: dict) -> dict:
-        from neusym.pipeline import encode_stage
+        from neusym.ingest.pipeline import encode_stage
 
         return encode_stage(parsed, Settings()).model_dump()
 
     @task(trigger_rule="none_failed", queue=WRITER)  # also runs when no PDF needed parsing (metadata-only crawl)
     def materialize(parsed: list[dict]) -> dict:
-        from neusym.pipeline import materialize_stage
+        from neusym.ingest.pipeline import materialize_stage
 
         force = bool(get_current_context()["params"].get("force"))
         report = materialize_stage(list(parsed or []), Settings(), force=force)
@@ -121,7 +121,7 @@ def corpus_refresh():
 
     @task(outlets=[CORPUS_ASSET], trigger_rule="none_failed", queue=WRITER)
     def publish(encoded: list[dict]) -> dict:
-        from neusym.publish import publish as publish_version
+        from neusym.ingest.publish import publish as publish_version
 
         return publish_version(Settings()).model_dump(mode="json")
 

@@ -40,12 +40,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from .ids import point_id
+from neusym.ids import point_id
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
 
-    from .settings import Settings
+    from neusym.settings import Settings
 
 BM25_COLLECTION = "text_bm25_en"
 DENSE_COLLECTION = "text_sentence_transformers_all_minilm_l6_v2"
@@ -292,7 +292,7 @@ def batch_size_for(settings: "Settings | None") -> int:
     """Texts per model call for ``settings`` (default: the process settings): ``dense_batch_size``,
     or :data:`BACKEND_BATCH_SIZE` of its dense backend when that is 0."""
     if settings is None:
-        from .settings import get_settings
+        from neusym.settings import get_settings
 
         settings = get_settings()
     return settings.dense_batch_size or BACKEND_BATCH_SIZE[settings.dense_backend]
@@ -631,7 +631,7 @@ _ENCODERS_LOCK = threading.Lock()
 def get_encoder(settings: "Settings | None" = None) -> DenseEncoder:
     """The process-wide :class:`DenseEncoder` of ``settings`` (``dense_backend``, ``cache_dir/models``)."""
     if settings is None:
-        from .settings import get_settings
+        from neusym.settings import get_settings
 
         settings = get_settings()
     models = Path(settings.cache_dir) / "models"

@@ -133,7 +133,7 @@ class Settings(BaseSettings):
     )
     eval_classic_rag_top_k: int = Field(4, description="Chunks classic-rag retrieves with the question (paper: 4).")
     search_rerank_top_n: int = Field(10, ge=1, le=50, description="Accurate paper search (`neusym search --accurate`, "
-                                     "`GET /search?mode=accurate`): how many fused hits the LLM reranks (neusym.rerank).")
+                                     "`GET /search?mode=accurate`): how many fused hits the LLM reranks (neusym.query.rerank).")
     search_rerank_candidate_tokens: int = Field(
         128, ge=16, description="Accurate paper search: cap on one candidate's title + abstract in the rerank prompt, "
         "in LLM tokens (4 characters each; the cut keeps the abstract's start and the matched sentence); lowered "

@@ -1,8 +1,8 @@
 """One vocabulary of ACL-family venues and volume types, shared by the crawl and the PDF parser.
 
 ``conference_full`` / ``conference_abbreviation`` / ``volume`` in ``metadata`` come from either the
-ACL Anthology XML (:mod:`neusym.sources.acl_source`) or a PDF's proceedings footer
-(:mod:`neusym.parse.metadata`); both map through these tables so a paper gets the same values
+ACL Anthology XML (:mod:`neusym.ingest.sources.acl_source`) or a PDF's proceedings footer
+(:mod:`neusym.ingest.parse.metadata`); both map through these tables so a paper gets the same values
 whichever source saw it first.
 """
 

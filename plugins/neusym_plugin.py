@@ -1,6 +1,6 @@
 """Airflow 3 plugin: the neusym service (paper search, Ask, SQL, page images) inside Airflow's api-server.
 
-- ``fastapi_apps`` mounts :func:`neusym.service.create_app` at ``/neusym`` in the api-server (the
+- ``fastapi_apps`` mounts :func:`neusym.interfaces.service.create_app` at ``/neusym`` in the api-server (the
   same app ``neusym serve`` runs; it follows new corpus versions published by the DAGs of this
   deployment's ``NEUSYM_HOME`` without a restart).
 - ``external_views`` adds "Paper search" to the Airflow UI's Browse menu; the page opens inside
@@ -49,7 +49,7 @@ def _airflow_auth():
 
 
 def _service_app():
-    from neusym.service import create_app
+    from neusym.interfaces.service import create_app
 
     # no lifespan inside a mounted app: the corpus version is opened by the first request
     return create_app(auth=_airflow_auth(), protect_page=True, warm_on_start=False)

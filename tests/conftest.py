@@ -36,8 +36,8 @@ def sample_pdfs() -> list[Path]:
 
 @pytest.fixture(scope="session")
 def ingested(tmp_path_factory):
-    """(settings, report) after ``neusym.pipeline.ingest`` of samples/pdfs into a fresh NEUSYM_HOME."""
-    from neusym.pipeline import ingest
+    """(settings, report) after ``neusym.ingest.pipeline.ingest`` of samples/pdfs into a fresh NEUSYM_HOME."""
+    from neusym.ingest.pipeline import ingest
     from neusym.settings import Settings
 
     home = tmp_path_factory.mktemp("neusym-home")

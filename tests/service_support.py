@@ -31,7 +31,7 @@ class LiveServer:
         self.sock.bind(("127.0.0.1", 0))
         self.port = self.sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
-        from neusym.service.runner import uvicorn_options
+        from neusym.interfaces.service.runner import uvicorn_options
 
         options = {**uvicorn_options(), "timeout_graceful_shutdown": 2}
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", **options))

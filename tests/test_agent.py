@@ -21,7 +21,7 @@ import duckdb
 import pymupdf
 import pytest
 
-from neusym.agent.actions import (
+from neusym.query.agent.actions import (
     ACTION_TYPES,
     Action,
     Environment,
@@ -31,11 +31,11 @@ from neusym.agent.actions import (
     truncate_observation,
     validate_action,
 )
-from neusym.agent.llm import ContextOverflowError, LLMReply, OpenAICompatibleLLM, make_llm
-from neusym.agent.react import AgentResult, answer_question, system_prompt, task_prompt
+from neusym.llm.chat import ContextOverflowError, LLMReply, OpenAICompatibleLLM, make_llm
+from neusym.query.agent.react import AgentResult, run_loop, system_prompt, task_prompt
 from neusym.errors import ActionError, ModelFileError
 from neusym.ids import element_id, paper_id_for
-from neusym.publish import publish
+from neusym.ingest.publish import publish
 from neusym.settings import Settings
 
 from .openai_loopback import LoopbackOpenAI, completion
@@ -188,7 +188,7 @@ def test_actions_execute_in_order_and_answer_ends_the_loop(corpus, env) -> None:
         act("GenerateAnswer", "done", answer="BART"),
         act("GenerateAnswer", "never reached", answer="unused"),
     ])
-    result = answer_question("Which generator?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("Which generator?", settings=settings, llm=llm, env=env, method="neusym")
     assert isinstance(result, AgentResult)
     assert result.answer == "BART" and result.stop_reason == "answered"
     assert result.turns == 6 and len(llm.requests) == 6 and len(llm.replies) == 1
@@ -239,7 +239,7 @@ def test_invalid_replies_become_error_observations_and_the_loop_continues(corpus
             column_name="text_content", filter="", limit=5),
         act("GenerateAnswer", answer=["a", "b"]),
     ])
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     assert result.answer == ["a", "b"] and result.turns == 10
     obs = [s.observation for s in result.trajectory[:-1]]
     assert all(s.error for s in result.trajectory[:-1])
@@ -265,7 +265,7 @@ def test_exact_like_without_rows_is_retried_with_wildcards(corpus, env) -> None:
             column_name="text_content", filter="paper_id == '<id>'", limit=3),
         act("GenerateAnswer", answer=3),
     ])
-    result = answer_question("How many pages?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("How many pages?", settings=settings, llm=llm, env=env, method="neusym")
     widened, negated, placeholder_sql, placeholder_vs = (s.observation for s in result.trajectory[:4])
     assert widened.startswith("No rows for the exact LIKE pattern. With wildcards (")
     assert "ILIKE '%Retrieval-Augmented%'" in widened and "| 3 " in widened
@@ -287,7 +287,7 @@ def test_bad_vector_filter_gets_the_filter_grammar(corpus, env) -> None:
     llm = ScriptedLLM([act("RetrieveFromVectorstore", query="q", collection_name="text_bm25_en", table_name="chunks",
                            column_name="text_content", filter="text_content LIKE '%x%'", limit=3),
                        act("GenerateAnswer", answer="x")])
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     obs = result.trajectory[0].observation
     assert obs.startswith("[Error]: filter") and "Filter grammar:" in obs and "no SQL, no LIKE" in obs
     pattern = llm.requests[0]["json_schema"]["properties"]["action"]["anyOf"][1]["properties"]["parameters"][
@@ -302,7 +302,7 @@ def test_repeated_identical_action_is_not_rerun(corpus, env) -> None:
                column_name="text_content", filter="", limit=5)
     llm = ScriptedLLM([same, same, act("CalculateExpr", expr="1"), act("CalculateExpr", expr="2"),
                        act("GenerateAnswer", answer="x")])
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     assert len(env.vectorstore.calls) == 1
     assert result.trajectory[1].error and "already took exactly this action in turn 1" in result.trajectory[1].observation
     assert "Do not repeat" in result.trajectory[1].observation
@@ -324,7 +324,7 @@ def test_turn_cap_and_forced_answer_on_the_last_turn(corpus, env) -> None:
     replies = [act("CalculateExpr", expr=f"{i} + 1") for i in range(19)]
     replies.append(act("CalculateExpr", expr="100 + 1"))  # ignores the forced GenerateAnswer
     llm = ScriptedLLM(replies + [act("GenerateAnswer", answer="never asked")])
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     assert result.turns == 20 and len(llm.requests) == 20
     assert result.answer is None and result.stop_reason == "max_turns"
     assert [s.observation for s in result.trajectory[:3]] == ["Result: 1", "Result: 2", "Result: 3"]
@@ -341,7 +341,7 @@ def test_last_turn_answer_is_accepted(corpus, env) -> None:
     settings, _ = corpus
     settings = settings.model_copy(update={"agent_max_turns": 2})
     llm = ScriptedLLM([act("CalculateExpr", expr="1+1"), act("GenerateAnswer", answer=2)])
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     assert result.answer == 2 and result.turns == 2 and result.stop_reason == "answered"
 
 
@@ -353,7 +353,7 @@ def test_observation_truncation(corpus, env) -> None:
         act("GenerateAnswer", answer="ok"),
     ])
     env.settings = settings
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     obs = result.trajectory[0].observation
     full = sum(len(t) for (t,) in env.run_sql("SELECT page_content FROM pages").rows)
     assert len(obs) <= 800 and full > 5000
@@ -375,7 +375,7 @@ def test_truncate_observation_unit() -> None:
 def test_paper_ids_are_named_in_the_task_prompt(corpus, env) -> None:
     settings, pid = corpus
     llm = ScriptedLLM([act("GenerateAnswer", answer="x")])
-    answer_question("What is RAG?", settings=settings, llm=llm, env=env, paper_ids=[pid.upper()],
+    run_loop("What is RAG?", settings=settings, llm=llm, env=env, paper_ids=[pid.upper()],
                     answer_format="One sentence.", method="neusym")
     task = llm.requests[0]["messages"][1]["content"]
     assert f"[Paper IDs]: {pid} ({RAG_TITLE})" in task
@@ -413,7 +413,7 @@ def test_view_image_region_of_a_real_page(corpus, env) -> None:
         act("ViewImage", paper_id=pid, page_number=1, bounding_box=[1, 2, 3]),
         act("GenerateAnswer", answer="seen"),
     ])
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     region, page, beyond, outside, bad = result.trajectory[:5]
     assert not region.error and "Figure 1: Overview of our approach" in region.observation
     png = base64.b64decode(region.image_png_base64)
@@ -479,7 +479,7 @@ def test_environment_without_vectorstore_drops_the_action(corpus, tmp_path) -> N
 
     env = Broken(settings, db_schema="CREATE TABLE metadata (...);")
     llm = ScriptedLLM([act("GenerateAnswer", answer="x")])
-    answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     variants = llm.requests[0]["json_schema"]["properties"]["action"]["anyOf"]
     assert "RetrieveFromVectorstore" not in [v["properties"]["action_type"]["enum"][0] for v in variants]
     assert "unavailable" in llm.requests[0]["messages"][0]["content"]
@@ -497,7 +497,7 @@ def test_real_vectorstore_search(corpus_settings) -> None:
                 column_name="text_content", filter="paper_id ~ 1", limit=3),
             act("GenerateAnswer", answer="ok"),
         ])
-        result = answer_question("q?", settings=corpus_settings, llm=llm, env=env, method="neusym")
+        result = run_loop("q?", settings=corpus_settings, llm=llm, env=env, method="neusym")
     hit, bad_filter = result.trajectory[:2]
     assert not hit.error and "Top 3 entries of chunks.text_content in text_bm25_en" in hit.observation
     rows = [ln for ln in hit.observation.splitlines() if ln.startswith("| ") and "score" not in ln]
@@ -514,7 +514,7 @@ def test_old_observations_are_elided_when_the_context_fills(corpus, env) -> None
     replies = [act("RetrieveFromDatabase", sql=f"SELECT page_content FROM pages WHERE page_number = {1 + i % 3} "
                                                f"LIMIT {i + 1}") for i in range(7)]
     llm = ScriptedLLM(replies + [act("GenerateAnswer", answer="done")], n_ctx=4000)
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     assert result.answer == "done" and result.turns == 8
     assert llm.overflows == 0  # the agent kept every request inside the window
     last = llm.requests[-1]["messages"]
@@ -536,7 +536,7 @@ def test_context_overflow_is_retried_with_fewer_observations(corpus, env) -> Non
     env.settings = settings
     replies = [act("RetrieveFromDatabase", sql=f"SELECT page_content FROM pages LIMIT {i + 1}") for i in range(4)]
     llm = ScriptedLLM(replies + [act("GenerateAnswer", answer="ok")], n_ctx=3000)
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     assert result.answer == "ok"
     assert llm.overflows >= 1
     assert any("omitted to save context" in m["content"] for m in llm.requests[-1]["messages"] if m["role"] == "user")
@@ -546,7 +546,7 @@ def test_vlm_receives_the_png_as_image_url(corpus, env) -> None:
     settings, pid = corpus
     llm = ScriptedLLM([act("ViewImage", paper_id=pid, page_number=1, bounding_box=[100, 100, 200, 50]),
                        act("GenerateAnswer", answer="x")], supports_images=True)
-    result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+    result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
     content = llm.requests[1]["messages"][-1]["content"]
     assert isinstance(content, list) and content[0]["type"] == "text"
     assert content[0]["text"].startswith("[Observation]:\n[Image] Page 1")
@@ -554,7 +554,7 @@ def test_vlm_receives_the_png_as_image_url(corpus, env) -> None:
     assert url == "data:image/png;base64," + result.trajectory[0].image_png_base64
     text_only = ScriptedLLM([act("ViewImage", paper_id=pid, page_number=1, bounding_box=[]),
                              act("GenerateAnswer", answer="x")])
-    answer_question("q?", settings=settings, llm=text_only, env=env, method="neusym")
+    run_loop("q?", settings=settings, llm=text_only, env=env, method="neusym")
     assert isinstance(text_only.requests[1]["messages"][-1]["content"], str)
 
 
@@ -568,7 +568,7 @@ def fake_parts(tmp_path, monkeypatch):
     import sys
     import types
 
-    from neusym.agent import model_files
+    from neusym.llm import model_files
 
     chunks = [os.urandom(1000 + i) for i in range(3)]
     whole = b"".join(chunks)
@@ -667,7 +667,7 @@ def test_openai_endpoint_without_structured_outputs_falls_back(corpus, env) -> N
     settings, _ = corpus
     with _LoopbackOpenAI(reject_response_format=True) as endpoint:
         llm = OpenAICompatibleLLM(endpoint.base_url, "plain-model", timeout=10)
-        result = answer_question("q?", settings=settings, llm=llm, env=env, method="neusym")
+        result = run_loop("q?", settings=settings, llm=llm, env=env, method="neusym")
         llm.chat([{"role": "user", "content": "again"}], json_schema=action_json_schema())
     assert result.answer == "42"
     first, retry, later = (r["body"] for r in endpoint.received)
@@ -679,8 +679,8 @@ def test_openai_endpoint_without_structured_outputs_falls_back(corpus, env) -> N
 @pytest.mark.slow
 def test_offline_model_smoke(monkeypatch) -> None:
     """Assemble/verify the GGUF under <repo>/.neusym/models (shared with the demo), load it, get a valid action."""
-    from neusym.agent.llm import LocalLlamaLLM
-    from neusym.agent.model_files import GGUF_SHA256, GGUF_SIZE, offline_model_path
+    from neusym.llm.chat import LocalLlamaLLM
+    from neusym.llm.model_files import GGUF_SHA256, GGUF_SIZE, offline_model_path
 
     monkeypatch.setenv("NEUSYM_HOME", str(REPO / ".neusym"))
     settings = Settings(llm_context_tokens=2048)
@@ -709,7 +709,7 @@ def test_offline_model_smoke(monkeypatch) -> None:
     again = llm.chat(messages, json_schema=schema, max_tokens=200)
     assert again.cached_tokens >= reply.prompt_tokens - 1  # same prefix → served from the KV cache
     # the focused route's typed answer schema is a grammar llama.cpp accepts: a list format gives a JSON array
-    from neusym.agent.auto import FOCUSED_SYSTEM, answer_schema
+    from neusym.query.agent.auto import FOCUSED_SYSTEM, answer_schema
 
     fmt = "Your answer should be a Python list of two integers: [hard negatives, easy negatives]."
     evidence = ("[1] (page 5, section '3 Experimental Setup') We empirically found it helpful to use 2 hard negatives "

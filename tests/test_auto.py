@@ -15,14 +15,14 @@ import time
 import pymupdf
 import pytest
 
-from neusym.agent.actions import Environment
-from neusym.agent.auto import features, route_question, search_filters, table_rows_text
-from neusym.agent.react import answer_question
-from neusym.agent.symbolic import parse_intent
-from neusym.agent.verify import verify
-from neusym.calc import calculate
+from neusym.query.agent.actions import Environment
+from neusym.query.agent.auto import features, route_question, search_filters, table_rows_text
+from neusym.query.ask import ask
+from neusym.query.agent.symbolic import parse_intent
+from neusym.query.agent.verify import verify
+from neusym.query.calc import calculate
 from neusym.errors import ActionError
-from neusym.sqlsafe import run_readonly_sql
+from neusym.query.sqlsafe import run_readonly_sql
 from neusym.store.versions import current_db
 
 from .conftest import SAMPLES
@@ -110,7 +110,7 @@ class CatalogEnv:
     for the router's paper-name matching at conference size; ``query`` answers the catalog's SELECT only."""
 
     def __init__(self):
-        from neusym.sources.acl_source import parse_acl_collection
+        from neusym.ingest.sources.acl_source import parse_acl_collection
 
         from .conftest import FIXTURES
 
@@ -122,7 +122,7 @@ class CatalogEnv:
 
 
 def test_a_short_name_that_is_a_common_word_names_a_paper_only_in_its_own_letter_case():
-    from neusym.agent.symbolic import resolve_papers
+    from neusym.query.agent.symbolic import resolve_papers
 
     env = CatalogEnv()
     titles = {t.split(":")[0]: t for _, t in env.rows}
@@ -146,12 +146,12 @@ def test_a_quoted_title_that_is_not_in_the_corpus_is_said_so_without_the_llm(cor
              "A Paper That Is Not In This Corpus"),
             ('Which authors appear on both the SPECTER paper and the paper "Attention Is All You Need"?',
              "Attention Is All You Need")):
-        result = answer_question(question, settings=corpus_settings, llm=NoLLM(), method="auto")
+        result = ask(question, settings=corpus_settings, llm=NoLLM(), method="auto")
         assert result.route == "symbolic" and result.turns == 0
         assert result.answer == f"No paper titled '{title}' is in the corpus."
         assert result.verification["status"] == "pass" and result.verification["checks"][0]["kind"] == "title"
     # a quoted sentence is not a title, and a quoted part of a corpus title names that paper
-    from neusym.agent.symbolic import unknown_titles
+    from neusym.query.agent.symbolic import unknown_titles
 
     with Environment(corpus_settings) as env:
         assert unknown_titles("A medal table is asked 'Which nation won the most gold medals?' What is the answer?",
@@ -182,7 +182,7 @@ def test_route_decisions(env, ids):
 # ------------------------------------------------------------------------------------ symbolic
 def test_symbolic_counts_tables_like_the_pdf_prints_them(corpus_settings):
     printed = {int(n) for n in re.findall(r"^Table (\d+):", pdf_text(SPECTER_PDF), re.M)}
-    result = answer_question("How many tables does the SPECTER paper have?", settings=corpus_settings, llm=NoLLM(),
+    result = ask("How many tables does the SPECTER paper have?", settings=corpus_settings, llm=NoLLM(),
                              method="auto", answer_format="Your answer should be a single integer.")
     assert result.route == "symbolic" and result.turns == 0 and result.seconds < 5
     assert result.answer == len(printed) == 3
@@ -193,11 +193,11 @@ def test_symbolic_counts_tables_like_the_pdf_prints_them(corpus_settings):
 
 
 def test_symbolic_authors_and_publication(corpus_settings, ids):
-    last = answer_question("Who is the last author of the paper?", settings=corpus_settings, llm=NoLLM(),
+    last = ask("Who is the last author of the paper?", settings=corpus_settings, llm=NoLLM(),
                            method="auto", paper_ids=[ids["LongEval"]])
     page1 = " ".join(pdf_text(SAMPLES / "eacl2023_2023.eacl-main.121_LongEval.pdf", 1).split())
     assert last.route == "symbolic" and last.answer in page1 and last.answer == "Kyle Lo"
-    pub = answer_question("In which year and venue was the SPECTER paper published?", settings=corpus_settings,
+    pub = ask("In which year and venue was the SPECTER paper published?", settings=corpus_settings,
                           llm=NoLLM(), method="auto")
     assert pub.answer == [2020, "ACL"] and "2020" in pdf_text(SPECTER_PDF, 1)
 
@@ -209,7 +209,7 @@ def test_proceedings_pages_are_read_from_the_footer_of_page_one(corpus_settings,
             "Linguistics, pages 1650–1669 May 2-6, 2023") in footer
     fmt = ("Your answer should be a Python list of two elements: the conference as a string such as 'ACL 2020', and a "
            "list of two integers [first page, last page].")
-    one = answer_question("At which conference (abbreviation and year) was the LongEval paper published, and on which "
+    one = ask("At which conference (abbreviation and year) was the LongEval paper published, and on which "
                           "pages of the proceedings does it appear?", settings=corpus_settings, llm=NoLLM(),
                           method="auto", answer_format=fmt)
     assert one.route == "symbolic" and one.answer == ["EACL 2023", [1650, 1669]]
@@ -219,20 +219,20 @@ def test_proceedings_pages_are_read_from_the_footer_of_page_one(corpus_settings,
     # two papers: the first page of each, in the order they are named; venues differ, so none is given once
     specter_footer = " ".join(pdf_text(SPECTER_PDF, 1).split())
     assert "Association for Computational Linguistics, pages 2270–2282 July 5 - 10, 2020" in specter_footer
-    each = answer_question("Were SPECTER and LongEval published in the same proceedings? For each, which conference "
+    each = ask("Were SPECTER and LongEval published in the same proceedings? For each, which conference "
                            "was it, and on which proceedings page does it start?", settings=corpus_settings,
                            llm=NoLLM(), method="auto")
     assert each.route == "symbolic" and each.answer == [["ACL", 2270], ["EACL", 1650]]
     # a PDF without a proceedings footer (the PopQA sample has none on page 1): the template does not guess
     popqa = " ".join(pdf_text(SAMPLES / "acl2023_2023.acl-long.478_PopQA-WhenNotToTrustLMs.pdf", 1).split())
     assert not re.search(r"pages \d+\s*[–-]\s*\d+", popqa)
-    from neusym.agent.symbolic import proceedings_pages
+    from neusym.query.agent.symbolic import proceedings_pages
 
     with Environment(corpus_settings) as env:
         assert proceedings_pages(env, ids["When Not to Trust Language Models"]) is None
         assert proceedings_pages(env, ids["Construction of the Literature Graph in Semantic Scholar"])[:2] == (84, 91)
     # asked, the answer says so (the model, asked instead, gave PDF page numbers that verified as quoted)
-    unknown = answer_question("On which pages of the proceedings does the PopQA paper 'When Not to Trust Language "
+    unknown = ask("On which pages of the proceedings does the PopQA paper 'When Not to Trust Language "
                               "Models' appear?", settings=corpus_settings, llm=NoLLM(), method="auto")
     assert unknown.route == "symbolic" and unknown.answer.startswith(
         "The proceedings pages of 'When Not to Trust Language Models: Investigating Effectiveness")
@@ -246,10 +246,10 @@ def test_symbolic_counts_several_kinds_in_the_order_asked(corpus_settings):
     tables = {int(n) for n in re.findall(r"^Table (\d+):", text, re.M)}
     figures = {int(n) for n in re.findall(r"^Figure (\d+):", text, re.M)}
     fmt = "Your answer should be a Python list of two integers."
-    both = answer_question("How many pages does the SPECTER PDF have, and how many tables does the paper contain?",
+    both = ask("How many pages does the SPECTER PDF have, and how many tables does the paper contain?",
                            settings=corpus_settings, llm=NoLLM(), method="auto", answer_format=fmt)
     assert both.route == "symbolic" and both.answer == [pages, len(tables)] == [pages, 3]
-    chained = answer_question("How many figures and tables does the SPECTER paper have?", settings=corpus_settings,
+    chained = ask("How many figures and tables does the SPECTER paper have?", settings=corpus_settings,
                               llm=NoLLM(), method="auto", answer_format=fmt)
     assert chained.answer == [len(figures), len(tables)] and len(chained.verification["checks"][0]["detail"]) > 20
 
@@ -268,7 +268,7 @@ def test_symbolic_counts_several_kinds_in_the_order_asked(corpus_settings):
 ])
 def test_affiliation_and_equal_contribution_are_read_from_the_marks_of_page_one(corpus_settings, question, pdf,
                                                                               expected, printed):
-    result = answer_question(question, settings=corpus_settings, llm=NoLLM(), method="auto")
+    result = ask(question, settings=corpus_settings, llm=NoLLM(), method="auto")
     assert result.route == "symbolic" and result.turns == 0
     assert result.answer == expected and result.verification["status"] == "pass"
     page1 = " ".join(pdf_text(SAMPLES / pdf, 1).split())
@@ -283,14 +283,14 @@ def test_an_affiliation_the_marks_do_not_settle_is_read_by_the_model(corpus_sett
                      "University?", "Which authors of LongEval are affiliated with MIT?"):
         llm = ScriptedLLM([{"answer": "Doug Downey", "evidence": [1]}])
         paper = ids["Construction of the Literature Graph in Semantic Scholar"] if "Semantic" in question else ids["LongEval"]
-        result = answer_question(question, settings=corpus_settings, llm=llm, method="auto", paper_ids=[paper])
+        result = ask(question, settings=corpus_settings, llm=llm, method="auto", paper_ids=[paper])
         assert result.route == "focused" and "template had no answer" in result.route_features["reason"]
         assert "pages.page_content" in llm.requests[0]["messages"][1]["content"]  # the author block is evidence
 
 
 def test_authors_shared_by_two_papers_are_a_symbolic_answer(corpus_settings, ids):
     graph_pdf = SAMPLES / "naacl2018_N18-3011_SemanticScholarLiteratureGraph.pdf"
-    both = answer_question("Which authors appear on both the SPECTER paper and the paper 'Construction of the "
+    both = ask("Which authors appear on both the SPECTER paper and the paper 'Construction of the "
                            "Literature Graph in Semantic Scholar'?", settings=corpus_settings, llm=NoLLM(),
                            method="auto", answer_format="Your answer should be a Python list of full author names.")
     # read off page 1 of both PDFs: these three are on both; Arman Cohan and Daniel S. Weld only on SPECTER's
@@ -300,7 +300,7 @@ def test_authors_shared_by_two_papers_are_a_symbolic_answer(corpus_settings, ids
     assert "Arman Cohan" in specter1 and "Arman Cohan" not in graph1 and "Weld" not in graph1
     assert both.verification["status"] == "pass" and {c["paper_id"] for c in both.citations} == {
         ids["SPECTER"], ids["Construction of the Literature Graph in Semantic Scholar"]}
-    one = answer_question("Which author of the LongEval paper is also an author of SPECTER?", settings=corpus_settings,
+    one = ask("Which author of the LongEval paper is also an author of SPECTER?", settings=corpus_settings,
                           llm=NoLLM(), method="auto",
                           answer_format="Your answer should be the author's full name as a single string.")
     assert one.route == "symbolic" and one.answer == "Arman Cohan"
@@ -311,7 +311,7 @@ def test_authors_shared_by_two_papers_are_a_symbolic_answer(corpus_settings, ids
 
 
 def test_paper_search_route_needs_no_llm(corpus_settings):
-    result = answer_question("Is there any paper that investigates when language models should not be trusted and "
+    result = ask("Is there any paper that investigates when language models should not be trusted and "
                              "retrieval helps for long-tail entities?", settings=corpus_settings, llm=NoLLM(),
                              method="auto", answer_format="Your answer should be the title of the paper WITHOUT ANY EXPLANATION.")
     assert result.route == "paper_search" and result.turns == 0
@@ -327,7 +327,7 @@ FMT_NEG = "Your answer should be a Python list of two integers: [hard negatives,
 
 def test_focused_route_one_llm_call_with_verified_citations(corpus_settings, ids):
     llm = ScriptedLLM([{"answer": "[2, 3]", "evidence": [1, 2]}])
-    result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
+    result = ask(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
                              paper_ids=[ids["SPECTER"]])
     assert result.route == "focused" and result.turns == 1 and len(llm.requests) == 1
     prompt = llm.requests[0]["messages"][1]["content"]
@@ -349,13 +349,13 @@ def test_focused_route_one_llm_call_with_verified_citations(corpus_settings, ids
 
 def test_a_failed_check_gets_one_repair_round(corpus_settings, ids):
     llm = ScriptedLLM([{"answer": "[7, 3]", "evidence": [1]}, {"answer": "[2, 3]", "evidence": [1]}])
-    result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
+    result = ask(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
                              paper_ids=[ids["SPECTER"]])
     assert len(llm.requests) == 2 and result.turns == 2
     assert "'7' does not occur in the cited evidence" in llm.requests[1]["messages"][1]["content"]
     assert result.answer == [2, 3] and result.verification == {**result.verification, "status": "pass", "repaired": True}
     still_wrong = ScriptedLLM([{"answer": "[7, 3]", "evidence": [1]}, {"answer": "[9, 3]", "evidence": [1]}])
-    bad = answer_question(Q_NEG, settings=corpus_settings, llm=still_wrong, method="auto", answer_format=FMT_NEG,
+    bad = ask(Q_NEG, settings=corpus_settings, llm=still_wrong, method="auto", answer_format=FMT_NEG,
                           paper_ids=[ids["SPECTER"]])
     assert bad.verification["status"] == "fail" and bad.verification["repaired"] and len(still_wrong.requests) == 2
 
@@ -365,7 +365,7 @@ def test_a_number_written_as_an_expression_is_computed_and_its_operands_checked(
     # cites the top three passages: the one giving "2 hard negatives ... and 3 easy" is among them
     # (its rank moves with the encoder's vectors; ranking is not what this test checks)
     llm = ScriptedLLM([{"answer": "2 + 3", "evidence": [1, 2, 3]}])
-    result = answer_question("How many negatives in total does SPECTER sample for each query paper?",
+    result = ask("How many negatives in total does SPECTER sample for each query paper?",
                              settings=corpus_settings, llm=llm, method="auto", answer_format=fmt,
                              paper_ids=[ids["SPECTER"]])
     assert "it is computed for you" in llm.requests[0]["messages"][0]["content"]
@@ -378,14 +378,14 @@ def test_a_number_written_as_an_expression_is_computed_and_its_operands_checked(
 
 
 def test_a_question_giving_numbers_is_answered_by_the_arithmetic_the_model_writes(corpus_settings, ids):
-    from neusym.agent.auto import formula_expression, worked_computation
+    from neusym.query.agent.auto import formula_expression, worked_computation
 
     q = ("Using SPECTER's triplet margin loss with margin m = 1, what is the loss for a training triple whose "
          "query-to-positive distance is 0.8 and query-to-negative distance is 1.5?")
     assert worked_computation(q)
     # the model writes the formula with the numbers put in, then a wrong result: the formula is computed
     llm = ScriptedLLM([{"formula": "L = max(0.8 - 1.5 + 1, 0)", "answer": "0.0", "evidence": [1]}])
-    result = answer_question(q, settings=corpus_settings, llm=llm, method="auto", paper_ids=[ids["SPECTER"]],
+    result = ask(q, settings=corpus_settings, llm=llm, method="auto", paper_ids=[ids["SPECTER"]],
                              answer_format="Your answer should be a float with one decimal place.")
     schema = llm.requests[0]["json_schema"]
     assert schema["required"][:2] == ["formula", "answer"] and schema["properties"]["answer"]["type"] == "string"
@@ -403,7 +403,7 @@ def test_a_question_giving_numbers_is_answered_by_the_arithmetic_the_model_write
 
 def test_an_answer_of_the_wrong_shape_gets_a_repair_round(corpus_settings, ids):
     llm = ScriptedLLM([{"answer": "2", "evidence": [1]}, {"answer": "2, 3", "evidence": [1]}])
-    result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
+    result = ask(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
                              paper_ids=[ids["SPECTER"]])
     assert len(llm.requests) == 2
     assert "'2' has 1 elements, the answer format asks for 2" in llm.requests[1]["messages"][1]["content"]
@@ -411,7 +411,7 @@ def test_an_answer_of_the_wrong_shape_gets_a_repair_round(corpus_settings, ids):
 
 
 def test_the_answer_is_constrained_to_the_type_its_format_asks_for(corpus_settings, ids):
-    from neusym.agent.auto import answer_schema
+    from neusym.query.agent.auto import answer_schema
 
     value = lambda fmt, compute=False: answer_schema(fmt, compute=compute)["properties"]["answer"]  # noqa: E731
     assert value(FMT_NEG) == {"type": "array", "minItems": 2, "maxItems": 2, "items": value(FMT_NEG)["items"]}
@@ -424,7 +424,7 @@ def test_the_answer_is_constrained_to_the_type_its_format_asks_for(corpus_settin
     assert value("Your answer should be a single integer.", True) == {
         "anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 200}]}
     assert value(FMT_NEG, True) == value(FMT_NEG)
-    from neusym.agent.answer_format import conform
+    from neusym.query.agent.answer_format import conform
 
     fmt3 = "Your answer should be a Python list of three elements."
     shaped = conform([16, "54 / 100 * 100", "SQuALITY"], fmt3, compute_strings=True)
@@ -435,7 +435,7 @@ def test_the_answer_is_constrained_to_the_type_its_format_asks_for(corpus_settin
                                                                                                        "1.5"]
     # the model's JSON array is the answer as it is (no string to re-parse)
     llm = ScriptedLLM([{"answer": [2, 3], "evidence": [1, 2]}])
-    result = answer_question(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
+    result = ask(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
                              paper_ids=[ids["SPECTER"]])
     assert llm.requests[0]["json_schema"]["properties"]["answer"]["minItems"] == 2
     assert result.answer == [2, 3] and result.verification["status"] == "pass" and len(llm.requests) == 1
@@ -446,7 +446,7 @@ def test_author_questions_read_the_author_block_of_page_one(corpus_settings, ids
     assert "University of Tehran" in page1
     assert "mp792@cam.ac.uk" in page1
     llm = ScriptedLLM([{"answer": "Mohammad Taher Pilehvar", "evidence": [1]}])
-    result = answer_question("Which author of the DecompX paper has an e-mail address at cam.ac.uk?",
+    result = ask("Which author of the DecompX paper has an e-mail address at cam.ac.uk?",
                              settings=corpus_settings, llm=llm, method="auto",
                              answer_format="Your answer should be the author's name as a string.")
     assert result.route == "focused"
@@ -461,7 +461,7 @@ def test_author_questions_read_the_author_block_of_page_one(corpus_settings, ids
     assert cite["quote"] in content
     # a question about a paper's content gets no author block
     llm2 = ScriptedLLM([{"answer": [2, 3], "evidence": [1]}])
-    answer_question(Q_NEG, settings=corpus_settings, llm=llm2, method="auto", answer_format=FMT_NEG,
+    ask(Q_NEG, settings=corpus_settings, llm=llm2, method="auto", answer_format=FMT_NEG,
                     paper_ids=[ids["SPECTER"]])
     assert "pages.page_content" not in llm2.requests[0]["messages"][1]["content"]
 
@@ -472,7 +472,7 @@ def test_a_table_reaches_the_prompt_whole_as_rows_under_its_caption(corpus_setti
     row = page7[page7.index("SPECTER (Ours)"):].split("Table 1:")[0].split()[2:]
     assert len(row) == 13 and row[0] == "82.0"
     llm = ChoosingLLM([{"operation": "none", "column": "none", "threshold": 0}, {"answer": "SGC", "evidence": [1]}])
-    answer_question("In SPECTER's main results table on SCIDOCS, which model reaches the highest MAP on the Cite task?",
+    ask("In SPECTER's main results table on SCIDOCS, which model reaches the highest MAP on the Cite task?",
                     settings=corpus_settings, llm=llm, method="auto", paper_ids=[ids["SPECTER"]],
                     answer_format="Your answer should be the model name as a single string.")
     prompt = llm.requests[1]["messages"][1]["content"]
@@ -505,7 +505,7 @@ def test_a_table_reaches_the_prompt_whole_as_rows_under_its_caption(corpus_setti
     ("Your answer should be the title of the paper WITHOUT ANY EXPLANATION.", "SPECTER", "SPECTER", None),
 ])
 def test_answers_are_put_in_the_shape_their_format_asks_for(fmt, answer, expected, ok):
-    from neusym.agent.answer_format import conform
+    from neusym.query.agent.answer_format import conform
 
     shaped = conform(answer, fmt)
     assert shaped.ok is ok and shaped.value == expected and type(shaped.value) is type(expected)
@@ -529,7 +529,7 @@ def test_an_extremum_over_a_table_is_computed_not_read(corpus_settings, ids):
     assert "Table 1: Results of the ScienceParse system." in page3 and "title 85.5 85.5 85.5" in page3
     graph = [ids["Construction of the Literature Graph in Semantic Scholar"]]
     llm = ChoosingLLM([_column("F1")])
-    result = answer_question(Q_LOWEST, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_LOWEST,
+    result = ask(Q_LOWEST, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_LOWEST,
                              paper_ids=graph)
     choice = llm.requests[0]["json_schema"]["properties"]
     assert choice["operation"]["enum"] == ["highest", "lowest", "above", "below", "none"]
@@ -544,7 +544,7 @@ def test_an_extremum_over_a_table_is_computed_not_read(corpus_settings, ids):
     # a free-text format: the answer call gets the computed rows as its first evidence line
     reply = {"answer": "The title, with an F1 of 85.5.", "evidence": [1]}
     free = ChoosingLLM([_column("F1"), reply, reply])
-    answer_question(Q_LOWEST, settings=corpus_settings, llm=free, method="auto", paper_ids=graph,
+    ask(Q_LOWEST, settings=corpus_settings, llm=free, method="auto", paper_ids=graph,
                     answer_format="Your answer should be one short sentence of plain text.")
     first = free.requests[1]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].split("\n")[0]
     assert first.startswith("[1] (page 3, table) Computed from Table 1: Results of the ScienceParse system.")
@@ -552,21 +552,21 @@ def test_an_extremum_over_a_table_is_computed_not_read(corpus_settings, ids):
     # (page 3: "title 85.5 85.5 85.5 authors 92.1 92.1 92.1"), still without an answer call
     assert "authors 92.1 92.1 92.1" in page3
     trail = ChoosingLLM([_column("F1")])
-    diff = answer_question(Q_LOWEST.replace("and what is that F1?", "and by how many F1 points does it trail the "
+    diff = ask(Q_LOWEST.replace("and what is that F1?", "and by how many F1 points does it trail the "
                                             "authors field?"), settings=corpus_settings, llm=trail, method="auto",
                            answer_format=FMT_LOWEST, paper_ids=graph)
     assert diff.answer == ["title", 6.6] and len(trail.requests) == 1
     # a further computation the operation does not make (a ratio) gets the rows as evidence, not as the answer
     reply = {"answer": ["title", "85.5 / 92.1"], "evidence": [1]}
     more = ChoosingLLM([_column("F1"), reply, reply])
-    ratio = answer_question(Q_LOWEST.replace("and what is that F1?", "and what is the ratio of that F1 to the "
+    ratio = ask(Q_LOWEST.replace("and what is that F1?", "and what is the ratio of that F1 to the "
                                              "authors F1?"), settings=corpus_settings, llm=more, method="auto",
                             answer_format=FMT_LOWEST, paper_ids=graph)
     assert len(more.requests) >= 2 and ratio.answer[0] == "title"
     # the model says the question is no table operation: the answer call reads the evidence as retrieved
     reply = {"answer": ["title", 85.5], "evidence": [1]}
     none = ChoosingLLM([{"operation": "none", "column": "none", "threshold": 0}, reply, reply])  # + a repair round
-    answer_question(Q_LOWEST, settings=corpus_settings, llm=none, method="auto", answer_format=FMT_LOWEST,
+    ask(Q_LOWEST, settings=corpus_settings, llm=none, method="auto", answer_format=FMT_LOWEST,
                     paper_ids=graph)
     assert "Computed from" not in none.requests[1]["messages"][1]["content"]
 
@@ -575,13 +575,13 @@ def test_an_extremum_over_a_table_is_computed_not_read(corpus_settings, ids):
     ("85.5", 85.5), ("62%", 62.0), ("−0.3", -0.3), ("1,284", 1284.0), ("84.2±0.3", 84.2), ("0.42 (17%)", 0.42),
     ("91.6*", 91.6), ("", None), ("SPECTER", None), ("36.9 80.0", None), ("PubMed (2018)", None)])
 def test_table_cells_read_as_numbers(text, number):
-    from neusym.agent.tableops import cell_number
+    from neusym.query.agent.tableops import cell_number
 
     assert cell_number(text) == number
 
 
 def test_threshold_and_header_rows_of_a_real_table():
-    from neusym.agent.tableops import apply_operation, parse_table, shaped_answer
+    from neusym.query.agent.tableops import apply_operation, parse_table, shaped_answer
 
     # LongEval's Table 1 as extracted (rows of the PDF, page 3): two rows above 500 summary words
     rows = [["Dataset", "|source| (words)", "|summary| (words)", "papers"], ["PubMed (2018)", "3092", "205", "59"],
@@ -600,7 +600,7 @@ def test_threshold_and_header_rows_of_a_real_table():
     assert shaped_answer(fewest, "Your answer should be the dataset name as a single string.") == "SQuALITY (2022)"
     assert shaped_answer(fewest, "Your answer should be a short paragraph of plain text.") is None
     # the model picks a neighbouring column the question does not name: the one it names is used
-    from neusym.agent.tableops import choose_operation
+    from neusym.query.agent.tableops import choose_operation
 
     q = "Among the long-form summarization datasets, which ones have an average summary length above 500 words?"
     for picked in ("papers", "|source| (words)", "|summary| (words)"):
@@ -630,7 +630,7 @@ S2ORC_TABLE_5 = [
 
 
 def test_gaps_between_two_columns_of_real_tables():
-    from neusym.agent.tableops import apply_operation, asks_beyond, parse_table, row_labels, shaped_answer
+    from neusym.query.agent.tableops import apply_operation, asks_beyond, parse_table, row_labels, shaped_answer
 
     # LongEval's Table 3 (page 5): the COARSE-FINE gap is smallest for "PubMed + ngram block", 11.7 vs 9.3
     longeval = parse_table([["Dataset", "COARSE", "FINE"], ["SQuALITY", "18.5", "6.8"], ["PubMed", "11.8", "7.3"],
@@ -667,7 +667,7 @@ def test_gaps_between_two_columns_of_real_tables():
 
 
 def test_an_extremum_is_measured_against_the_row_the_question_compares_it_with():
-    from neusym.agent.tableops import against_reference, apply_operation, choose_operation, parse_table, shaped_answer
+    from neusym.query.agent.tableops import against_reference, apply_operation, choose_operation, parse_table, shaped_answer
 
     fmt = "Your answer should be a Python list of two elements: the model name as written in the table (without the " \
           "year in parentheses) and the MAP difference as a float with one decimal place."
@@ -718,7 +718,7 @@ def test_an_extremum_is_measured_against_the_row_the_question_compares_it_with()
 
 
 def test_the_table_slot_takes_the_table_whose_numbers_an_excerpt_quotes(corpus_settings, ids):
-    from neusym.agent.auto import _table_the_excerpts_quote
+    from neusym.query.agent.auto import _table_the_excerpts_quote
 
     page7 = " ".join(pdf_text(SPECTER_PDF, 7).split())
     body = page7[page7.index("CLS USR CITE REC Avg."):page7.index("Table 2: Ablations")]
@@ -735,7 +735,7 @@ def test_the_table_slot_takes_the_table_whose_numbers_an_excerpt_quotes(corpus_s
 
 
 def test_merged_columns_and_multi_column_labels_of_real_tables():
-    from neusym.agent.tableops import apply_operation, label_parts, parse_table, shaped_answer
+    from neusym.query.agent.tableops import apply_operation, label_parts, parse_table, shaped_answer
 
     # the literature-graph paper's Table 2 (page 4) as extracted: "prec. yield" under CS is one column whose cells hold
     # both numbers ("98.4 712"); split, the CS-to-biomedical precision drop is largest for Off-the-shelf, 97.4 -> 77.5
@@ -759,7 +759,7 @@ def test_merged_columns_and_multi_column_labels_of_real_tables():
 
 
 def test_gap_operations_are_offered_only_when_the_question_compares(corpus_settings):
-    from neusym.agent.tableops import choose_operation, parse_table
+    from neusym.query.agent.tableops import choose_operation, parse_table
 
     s2orc = parse_table(S2ORC_TABLE_5)
     for question, offered in (("On which task does S2ORC-SciBERT gain the most over SciBERT?", True),
@@ -774,7 +774,7 @@ def test_gap_operations_are_offered_only_when_the_question_compares(corpus_setti
 
 
 def test_a_long_excerpt_is_cut_around_the_sentences_the_question_asks_about():
-    from neusym.agent.auto import focus_text
+    from neusym.query.agent.auto import focus_text
 
     page5 = " ".join(pdf_text(SPECTER_PDF, 5).split())
     start = page5.index("We empirically found it helpful to use 2 hard negatives")
@@ -814,7 +814,7 @@ def test_a_question_about_two_papers_reads_the_best_excerpts_of_each(corpus_sett
     q = ("SPECTER samples hard negatives for each query paper, and LongEval recommends a number of annotators. "
          "How many hard negatives per query paper does SPECTER use?")
     llm = ScriptedLLM([{"answer": 2, "evidence": [1, 4]}] * 2)  # a second reply for a repair round
-    result = answer_question(q, settings=corpus_settings, llm=llm, method="auto",
+    result = ask(q, settings=corpus_settings, llm=llm, method="auto",
                              answer_format="Your answer should be a single integer.",
                              paper_ids=[ids["SPECTER"], ids["LongEval"]])
     assert result.route == "focused" and result.route_features["reason"].startswith("about several papers")
@@ -836,7 +836,7 @@ def test_agent_route_verifies_and_cites_the_vector_hits(corpus_settings, ids):
             filter=f"paper_id in ['{ids['SPECTER']}', '{ids['LongEval']}']", limit=3),
         act("GenerateAnswer", answer="SCIDOCS"),
     ])
-    result = answer_question(q, settings=corpus_settings, llm=llm, method="auto")
+    result = ask(q, settings=corpus_settings, llm=llm, method="auto")
     assert result.route == "agent" and result.method == "auto" and result.answer == "SCIDOCS"
     assert result.verification["status"] in ("unverifiable", "pass")
     assert result.citations and all(c["paper_id"] in (ids["SPECTER"], ids["LongEval"]) for c in result.citations)
@@ -870,14 +870,14 @@ def test_agent_run_has_a_wall_clock_limit(corpus_settings):
 
     settings = corpus_settings.model_copy(update={"agent_max_seconds": 1.0})
     llm = SlowLLM([act("RetrieveFromDatabase", sql=f"SELECT {i}") for i in range(10)] + [act("GenerateAnswer", answer="x")])
-    result = answer_question("q?", settings=settings, llm=llm, method="neusym")
+    result = ask("q?", settings=settings, llm=llm, method="neusym")
     assert result.stop_reason == "time_limit" and result.seconds < 5 and result.turns <= 3
 
 
 def test_ask_json_has_route_verification_and_citations(corpus_settings, monkeypatch):
     from typer.testing import CliRunner
 
-    from neusym.cli import app
+    from neusym.interfaces.cli import app
 
     monkeypatch.setenv("NEUSYM_HOME", str(corpus_settings.home))
     out = CliRunner().invoke(app, ["ask", "How many tables does the SPECTER paper have?", "--json"])

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from neusym.agent.actions import FILTER_HINT, Environment
-from neusym.agent.react import answer_question
-from neusym.cli import app
+from neusym.query.agent.actions import FILTER_HINT, Environment
+from neusym.query.agent.react import run_loop
+from neusym.interfaces.cli import app
 from neusym.errors import ActionError
 from neusym.store.cells import MAX_FILTER_NESTING, parse_filter
 from neusym.store.vectors import Match
@@ -96,7 +96,7 @@ def test_agent_gets_filter_and_nesting_errors_as_observations(corpus) -> None:
         act("GenerateAnswer", answer="done"),
     ])
     with Environment(settings) as env:  # the real cell collection of the published version
-        result = answer_question("What is the generator?", settings=settings, llm=llm, env=env, method="neusym")
+        result = run_loop("What is the generator?", settings=settings, llm=llm, env=env, method="neusym")
     assert result.answer == "done"
     bad_type, unbalanced, deep, good = result.trajectory[:4]
     assert bad_type.error and bad_type.observation.startswith(
@@ -132,7 +132,7 @@ def test_bad_setting_names_the_variable_and_the_reason(tmp_path):
 
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")}, "NEUSYM_HOME": str(tmp_path),
            "NEUSYM_PARSE_WORKERS": "-1", "NEUSYM_CHUNK_TOKENS": "many"}
-    done = subprocess.run([sys.executable, "-m", "neusym.cli", "status"], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "neusym.interfaces.cli", "status"], env=env, capture_output=True, text=True,
                           timeout=120)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out

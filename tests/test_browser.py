@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from neusym.service import create_app
+from neusym.interfaces.service import create_app
 from neusym.store.db import connect_readonly
 from neusym.store.versions import current_version
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from neusym.calc import calculate
+from neusym.query.calc import calculate
 from neusym.errors import ActionError
 
 

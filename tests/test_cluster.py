@@ -1,7 +1,7 @@
 """The cluster: its one definition against docker/compose.yaml (fast), and a real CeleryExecutor run (slow).
 
 The slow test brings up PostgreSQL, Redis, the api-server, scheduler, dag-processor, triggerer and two
-Celery workers (``neusym.cluster.Node``, what ``make cluster-up`` runs) with two different worker
+Celery workers (``neusym.interfaces.cluster.Node``, what ``make cluster-up`` runs) with two different worker
 homes and one shared storage URL, triggers ``corpus_refresh`` over the sample PDFs through the REST
 API, kills the worker running a parse/encode task mid-run (its whole process group, as a lost host),
 and checks that the run still succeeds after Airflow's retry, that the ``neusym://corpus`` asset
@@ -22,7 +22,7 @@ import duckdb
 import pytest
 import yaml
 
-from neusym.cluster import WORKERS, Api, Node, compose_target, definition, free_port_base
+from neusym.interfaces.cluster import WORKERS, Api, Node, compose_target, definition, free_port_base
 from neusym.settings import Settings
 from neusym.store.versions import current_version, open_version
 

@@ -20,8 +20,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from neusym.crawl import DownloadJob, download_stage
-from neusym.pipeline import ingest
+from neusym.ingest.crawl import DownloadJob, download_stage
+from neusym.ingest.pipeline import ingest
 from neusym.settings import Settings
 
 from .conftest import FIXTURES, SAMPLES
@@ -302,7 +302,7 @@ def test_new_arxiv_version_reparses_that_paper_only(tmp_path, server):
 def _crawl_cli(home: Path, monkeypatch, *args: str):
     from typer.testing import CliRunner
 
-    from neusym.cli import app
+    from neusym.interfaces.cli import app
 
     monkeypatch.setenv("NEUSYM_HOME", str(home))
     monkeypatch.setenv("COLUMNS", "400")  # rich wraps at 80 columns when not on a terminal

@@ -71,7 +71,8 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
 
     import duckdb
 
-    from neusym.search import close_paper_indexes, search_papers
+    from neusym.store.paper_index import close_paper_indexes
+    from neusym.query.paper_search import search_papers
 
     home = tmp_path / "home"
     env = dict(

@@ -13,8 +13,8 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from neusym.cli import app
-from neusym.pipeline import ingest, materialize_stage, parse_stage, sha256_file
+from neusym.interfaces.cli import app
+from neusym.ingest.pipeline import ingest, materialize_stage, parse_stage, sha256_file
 from neusym.settings import Settings
 
 from .conftest import SAMPLES
@@ -255,7 +255,7 @@ def test_a_file_that_is_not_a_pdf_is_quarantined_without_quoting_its_bytes(tmp_p
 def test_an_identical_copy_from_a_temporary_folder_does_not_repoint_the_stored_paper(tmp_path):
     """B10: the stored paper keeps serving its page images from the PDF store after both the
     folder it was ingested from and a byte-identical copy's temporary folder are gone."""
-    from neusym.service.papers import PageRenderer, pdf_of
+    from neusym.interfaces.service.papers import PageRenderer, pdf_of
 
     settings = _settings(tmp_path / "home")
     first = tmp_path / "first"

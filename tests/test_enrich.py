@@ -13,9 +13,9 @@ import shutil
 import duckdb
 import pytest
 
-from neusym.agent.llm import LLMError, LLMReply
+from neusym.llm.chat import LLMError, LLMReply
 from neusym.encode import BM25_COLLECTION
-from neusym.enrich import (
+from neusym.ingest.enrich import (
     ENRICHED_COLUMN_NAMES,
     apply_enrichment,
     enrich,
@@ -23,7 +23,7 @@ from neusym.enrich import (
     results_dir,
     run_unit,
 )
-from neusym.pipeline import ingest
+from neusym.ingest.pipeline import ingest
 from neusym.settings import Settings
 from neusym.store.cells import CellSearch
 from neusym.store.versions import current_db, open_version
@@ -228,7 +228,7 @@ def test_ocr_reads_text_inside_a_real_figure(settings):
 def test_offline_model_summarizes_a_real_table_and_the_paper(settings):
     """The default offline model (Qwen2.5-Coder-1.5B GGUF, models under <repo>/.neusym like the demo)
     writes a table summary and a tldr + tags that the apply step accepts."""
-    from neusym.agent.llm import LocalLlamaLLM
+    from neusym.llm.chat import LocalLlamaLLM
 
     from .conftest import REPO
 

@@ -25,7 +25,7 @@ from neusym.evaluation import (
     parse_literal,
 )
 from neusym.evaluation.judge import load_prompt, parse_prompt
-from neusym.evaluation.parsing import clean_text, coerce_number, normalize_title
+from neusym.values import clean_text, coerce_number, normalize_title
 
 PAPER_TABLE_11 = {
     "eval_bool_exact_match",

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from neusym.cli import app
+from neusym.interfaces.cli import app
 from neusym.evaluation import evaluate, evaluate_item
 from neusym.evaluation.functions import EVAL_FUNCTIONS, UNUSED_REASONS, gold_answer
 from neusym.evaluation.scoring import check_gold, score_predictions

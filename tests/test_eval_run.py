@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from neusym.agent.actions import Environment
-from neusym.agent.llm import LLMReply
-from neusym.agent.methods import METHODS, MethodError
-from neusym.agent.react import answer_question
-from neusym.cli import app
+from neusym.query.agent.actions import Environment
+from neusym.llm.chat import LLMReply
+from neusym.query.agent.methods import METHODS, MethodError
+from neusym.query.ask import ask
+from neusym.interfaces.cli import app
 from neusym.evaluation.runner import QuestionFileError, load_questions, run_eval
 from neusym.evaluation.scoring import score_predictions
 
@@ -347,7 +347,7 @@ def test_malformed_question_lines_name_the_line(tmp_path, papers) -> None:
 
 def test_unknown_method_lists_the_valid_ones(corpus_settings, tmp_path, monkeypatch) -> None:
     with pytest.raises(MethodError, match="unknown method 'graph-rag'; valid methods: neusym, auto, question-only"):
-        answer_question("q?", settings=corpus_settings, llm=ScriptedLLM(Script({})), method="graph-rag")
+        ask("q?", settings=corpus_settings, llm=ScriptedLLM(Script({})), method="graph-rag")
     monkeypatch.setenv("NEUSYM_HOME", str(corpus_settings.home))
     result = CliRunner().invoke(app, ["eval", "run", str(tmp_path / "q.jsonl"), "--out", str(tmp_path / "p.jsonl"),
                                       "--method", "graph-rag"])
@@ -389,7 +389,7 @@ def store(corpus_settings):
 def run_method(settings, store, method: str, question: str, replies: list, paper_ids: list[str] | None = None):
     script = Script({question: replies})
     env = Environment(settings, vectorstore=store)
-    result = answer_question(question, settings=settings, llm=ScriptedLLM(script), env=env, method=method,
+    result = ask(question, settings=settings, llm=ScriptedLLM(script), env=env, method=method,
                              paper_ids=paper_ids, answer_format="A short answer.")
     return result, script.requests
 
@@ -527,7 +527,7 @@ def test_every_method_is_defined_over_the_five_actions() -> None:
 
 
 def test_concurrent_run_over_http_writes_every_item_once(corpus_settings, papers, tmp_path) -> None:
-    from neusym.agent.llm import OpenAICompatibleLLM
+    from neusym.llm.chat import OpenAICompatibleLLM
 
     items = airqa_items(papers)[:4]
     questions = write_jsonl(tmp_path / "q.jsonl", items)

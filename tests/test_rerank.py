@@ -1,4 +1,4 @@
-"""The accurate mode of paper search (neusym.rerank): fused search, then an LLM reorders the top N.
+"""The accurate mode of paper search (neusym.query.rerank): fused search, then an LLM reorders the top N.
 
 The corpus is a real one: the ACL 2024 tutorials volume (real Anthology XML fixture), crawled and
 published through the real crawl stages into a fresh NEUSYM_HOME. The LLM is the real
@@ -14,8 +14,9 @@ import json
 import httpx
 import pytest
 
-from neusym.rerank import RANKING_SCHEMA, parse_ranking, reply_tokens
-from neusym.search import close_paper_indexes, search_papers
+from neusym.query.rerank import RANKING_SCHEMA, parse_ranking, reply_tokens
+from neusym.store.paper_index import close_paper_indexes
+from neusym.query.paper_search import search_papers
 from neusym.settings import Settings
 
 from .openai_loopback import LoopbackOpenAI, completion
@@ -167,7 +168,7 @@ def test_parse_ranking_is_lenient_but_only_takes_valid_numbers():
 def test_cli_accurate_flag(home, fused):
     from typer.testing import CliRunner
 
-    from neusym.cli import app
+    from neusym.interfaces.cli import app
 
     env = {"NEUSYM_HOME": str(home), "NEUSYM_LLM_MODEL": "scripted", "NEUSYM_SEARCH_RERANK_TOP_N": str(TOP_N)}
     with replying('{"ranking": [2]}') as endpoint:
@@ -195,7 +196,7 @@ def test_cli_accurate_flag(home, fused):
 
 
 def test_service_search_mode_parameter(home, fused):
-    from neusym.service import create_app
+    from neusym.interfaces.service import create_app
 
     from .service_support import LiveServer
 

@@ -1,4 +1,4 @@
-"""Paper-level search (neusym.search) on real ACL Anthology records, metadata only.
+"""Paper-level search (neusym.store.paper_index) on real ACL Anthology records, metadata only.
 
 One embedded (qdrant-edge) index per module, built directly (not through a corpus version): the first 40 papers of ACL 2024 (real XML fixture) and the
 papers the questions are about, plus
@@ -15,7 +15,7 @@ import pytest
 
 from neusym.encode import paper_tokens
 from neusym.ids import paper_id_for
-from neusym.search import (
+from neusym.store.paper_index import (
     PaperDoc,
     PaperHit,
     PaperIndex,
@@ -23,12 +23,12 @@ from neusym.search import (
     author_keys,
     normalize_person,
     point_id_for_paper,
-    search_papers,
     split_sentences,
     strip_question,
     sync_paper_index,
 )
-from neusym.sources.acl_source import parse_acl_collection
+from neusym.ingest.sources.acl_source import parse_acl_collection
+from neusym.query.paper_search import search_papers
 from neusym.store.vectors import ClientBackend, EdgeBackend
 from neusym.store.versions import current_db
 
@@ -38,7 +38,7 @@ _VECTORS: dict[str, list[float]] = {}
 
 def memo_embed(texts: list[str]) -> list[list[float]]:
     """Real all-MiniLM-L6-v2 vectors, each text encoded once per test session (keeps the module fast)."""
-    from neusym.search import _dense
+    from neusym.store.paper_index import _dense
 
     missing = sorted({t for t in texts if t not in _VECTORS})
     for t, v in zip(missing, _dense(missing)):
@@ -179,7 +179,7 @@ def test_baseline_configs_run(index):
 
 
 def test_search_papers_module_api_reads_the_current_version(tmp_path, repo_root):
-    from neusym.search import close_paper_indexes
+    from neusym.store.paper_index import close_paper_indexes
     from neusym.settings import Settings
     from neusym.store.versions import NoCorpusVersion
 
@@ -195,7 +195,7 @@ def test_search_papers_module_api_reads_the_current_version(tmp_path, repo_root)
         assert (tmp_path / "home" / "versions" / "v000001" / "papers").is_dir()
         # metadata only: the published index knows it has no full text and skips the two body scans,
         # which changes nothing in the ranking
-        from neusym.search import BODY_VIEWS, DEFAULT_WEIGHTS, current_paper_index
+        from neusym.store.paper_index import BODY_VIEWS, DEFAULT_WEIGHTS, current_paper_index
 
         idx = current_paper_index(settings)
         assert idx.backend.read_only and idx.has_body() is False
@@ -279,8 +279,8 @@ def xml_titles(path, volumes=None) -> dict[str, str]:
 
 def crawl_and_publish(settings, paths, volumes=()):
     """Metadata-only crawl of ACL XML files through the real crawl stages, then publish a corpus version."""
-    from neusym.crawl import crawl_stage, load_crawl_stage
-    from neusym.publish import publish
+    from neusym.ingest.crawl import crawl_stage, load_crawl_stage
+    from neusym.ingest.publish import publish
 
     res = crawl_stage({"source": "acl", "paths": [str(p) for p in paths], "volumes": list(volumes)}, settings)
     assert res.status == "ok", res.error
@@ -354,7 +354,7 @@ def test_sync_is_incremental_idempotent_and_honours_deletes(crawled, tmp_path, r
 
         # a paper removed from the corpus disappears from the index and from results
         gone_id, gone_title, _ = paper_row(settings, "2024.acl-tutorials.6")
-        from neusym.publish import publish
+        from neusym.ingest.publish import publish
         from neusym.store.db import writer
 
         with writer(settings) as con:
@@ -380,8 +380,8 @@ def test_sync_is_incremental_idempotent_and_honours_deletes(crawled, tmp_path, r
 
 def test_sync_uses_full_text_of_parsed_papers(repo_root, tmp_path):
     """A parsed PDF (real parser, real materialize) gets the full-text views; body-only terms find it."""
-    from neusym.pipeline import materialize_stage, parse_stage
-    from neusym.publish import publish
+    from neusym.ingest.pipeline import materialize_stage, parse_stage
+    from neusym.ingest.publish import publish
     from neusym.settings import Settings
 
     settings = Settings(home=tmp_path / "home")
@@ -416,7 +416,7 @@ def test_sync_uses_full_text_of_parsed_papers(repo_root, tmp_path):
 def test_cli_search_reads_the_published_version(repo_root, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from neusym.cli import app
+    from neusym.interfaces.cli import app
     from neusym.settings import Settings
 
     monkeypatch.setenv("NEUSYM_HOME", str(tmp_path / "empty"))

@@ -1,4 +1,4 @@
-"""The HTTP service (neusym.service) through a real HTTP client against uvicorn on loopback.
+"""The HTTP service (neusym.interfaces.service) through a real HTTP client against uvicorn on loopback.
 
 Runs on the session's sample corpus (5 real papers ingested once, ``corpus_settings``); the agent
 talks to a scripted OpenAI-compatible endpoint on loopback (never the offline model). The version
@@ -25,8 +25,8 @@ import pymupdf
 import pytest
 
 from neusym.ids import paper_id_for
-from neusym.service import create_app
-from neusym.service.papers import sanitize_table_html
+from neusym.interfaces.service import create_app
+from neusym.interfaces.service.papers import sanitize_table_html
 from neusym.settings import Settings
 from neusym.store.db import connect_readonly
 from neusym.store.versions import current_version
@@ -115,10 +115,10 @@ def test_search_returns_papers_with_snippets_and_facets(client, ids):
 
 def test_search_ranks_and_counts_facets_as_the_paper_index_does(client, corpus_settings):
     """Hits (with snippets) and the facet pool come from one encoded query and shared scans; they
-    must be exactly what neusym.search.PaperIndex.search returns for the same query."""
+    must be exactly what neusym.store.paper_index.PaperIndex.search returns for the same query."""
     from collections import Counter
 
-    from neusym.search import PaperIndex
+    from neusym.store.paper_index import PaperIndex
     from neusym.store.versions import open_version
 
     with open_version(corpus_settings) as version:
@@ -258,7 +258,7 @@ def test_table_html_is_sanitised():
 
 
 def test_citations_get_page_links_only_for_real_papers_and_pages():
-    from neusym.service.app import enrich_answer
+    from neusym.interfaces.service.app import enrich_answer
 
     pid = "fd34dbb5-0462-5c0c-b32b-87c588cab037"
     out = enrich_answer({"citations": [
@@ -476,7 +476,7 @@ def test_sql_time_limit_and_byte_cap(corpus_settings):
 
 # ------------------------------------------------------------------------------------ versions
 def test_the_server_follows_a_new_version_without_blocking(corpus_settings, tmp_path):
-    from neusym.publish import publish
+    from neusym.ingest.publish import publish
     from neusym.store.db import writer
 
     home = copy_home(Path(corpus_settings.home), tmp_path / "home")
@@ -557,7 +557,7 @@ def test_neusym_serve_command_starts_warm(corpus_settings, repo_root, workers):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")}, "NEUSYM_HOME": str(corpus_settings.home)}
-    proc = subprocess.Popen([sys.executable, "-m", "neusym.cli", "serve", "--port", str(port), "--workers", str(workers)],
+    proc = subprocess.Popen([sys.executable, "-m", "neusym.interfaces.cli", "serve", "--port", str(port), "--workers", str(workers)],
                             env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=repo_root)
     try:
@@ -595,7 +595,7 @@ def test_serve_workers_balance_connections_restart_and_refuse_a_taken_port(corpu
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")}, "NEUSYM_HOME": str(corpus_settings.home)}
-    cmd = [sys.executable, "-m", "neusym.cli", "serve", "--port", str(port), "--workers", "2"]
+    cmd = [sys.executable, "-m", "neusym.interfaces.cli", "serve", "--port", str(port), "--workers", "2"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=repo_root)
     url = f"http://127.0.0.1:{port}"
 

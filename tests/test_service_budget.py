@@ -21,9 +21,9 @@ import httpx
 import pymupdf
 import pytest
 
-from neusym.service import create_app
-from neusym.service.auth import SettingsError
-from neusym.sqlsafe import QueryBudget, worker_pids
+from neusym.interfaces.service import create_app
+from neusym.interfaces.service.auth import SettingsError
+from neusym.query.sqlsafe import QueryBudget, worker_pids
 
 from .conftest import SAMPLES
 from .service_support import LiveServer, ScriptedAgentLLM, sse_events, wait_for
@@ -287,7 +287,7 @@ def test_empty_or_padded_api_keys_stop_the_server_at_start(corpus_settings, keys
 def test_neusym_serve_refuses_an_empty_key_with_one_line(corpus_settings, repo_root):
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")},
            "NEUSYM_HOME": str(corpus_settings.home), "NEUSYM_API_KEYS": '[""]'}
-    proc = subprocess.run([sys.executable, "-m", "neusym.cli", "serve", "--port", "0"], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "neusym.interfaces.cli", "serve", "--port", "0"], env=env, capture_output=True,
                           text=True, timeout=120, cwd=repo_root)
     assert proc.returncode == 1 and "NEUSYM_API_KEYS" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
@@ -314,7 +314,7 @@ def giant_page_pdf(path: Path) -> Path:
 
 
 def test_page_images_validate_boxes_and_render_giant_pages_under_a_pixel_budget(corpus_settings, tmp_path):
-    from neusym.pipeline import ingest
+    from neusym.ingest.pipeline import ingest
 
     home = tmp_path / "home"
     settings = corpus_settings.model_copy(update={"home": home, "parse_backend": "pymupdf", "pdf_dirs": []})

@@ -31,10 +31,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from neusym.errors import NeusymError
-from neusym.sources import _http
-from neusym.sources.acl_source import fetch_acl, parse_acl_collection, render_markup
-from neusym.sources.arxiv_source import build_arxiv_query, fetch_arxiv, split_arxiv_id
-from neusym.sources.base import (
+from neusym.ingest.sources import _http
+from neusym.ingest.sources.acl_source import fetch_acl, parse_acl_collection, render_markup
+from neusym.ingest.sources.arxiv_source import build_arxiv_query, fetch_arxiv, split_arxiv_id
+from neusym.ingest.sources.base import (
     SourceError,
     SourcePaper,
     dedup_key,
@@ -44,7 +44,7 @@ from neusym.sources.base import (
     provenance_rows,
     title_key,
 )
-from neusym.sources.openreview_source import fetch_openreview, note_to_paper, resolve_pdf_url, venue_names
+from neusym.ingest.sources.openreview_source import fetch_openreview, note_to_paper, resolve_pdf_url, venue_names
 
 FIX = Path(__file__).resolve().parent / "fixtures"
 ARXIV_FIX = FIX / "arxiv"
@@ -819,7 +819,7 @@ def test_acl_nothing_found_is_an_error(tmp_path):
 
 
 def test_arxiv_entry_without_title_is_skipped_by_the_crawl(arxiv_server, tmp_path):
-    from neusym.crawl import crawl_stage, load_crawl_stage
+    from neusym.ingest.crawl import crawl_stage, load_crawl_stage
     from neusym.settings import Settings
 
     # CONSTRUCTED from the real "testing" feed (10 entries): the <title> of its 3rd entry removed
@@ -883,7 +883,7 @@ def test_openreview_bad_note_is_skipped_and_fetched_again_once_fixed(or_server):
 
 
 def test_watermark_before_skipped_rule():
-    from neusym.sources.base import watermark_before_skipped as rule
+    from neusym.ingest.sources.base import watermark_before_skipped as rule
 
     d = [datetime(2024, 1, day, tzinfo=UTC) for day in range(1, 8)]
     assert rule(d[0], [d[2], d[5]], []) == d[5]  # nothing skipped: the latest date

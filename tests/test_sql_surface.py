@@ -22,17 +22,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from neusym.errors import UnsafeSQLError
-from neusym.export import EXPORT_TABLES, export_objects, export_parquet
-from neusym.materialize import materialize
-from neusym.schema import describe
-from neusym.schema_docs import DOC_TABLES, database_schema_markdown, describe_views, doc_tables, schema_markdown
-from neusym.publish import publish
+from neusym.store.export import EXPORT_TABLES, export_objects, export_parquet
+from neusym.ingest.materialize import materialize
+from neusym.store.schema import describe
+from neusym.store.schema_docs import DOC_TABLES, database_schema_markdown, describe_views, doc_tables, schema_markdown
+from neusym.ingest.publish import publish
 from neusym.settings import Settings
-from neusym.sqlsafe import run_readonly_sql
+from neusym.query.sqlsafe import run_readonly_sql
 from neusym.store.db import writer
 from neusym.store.versions import NoCorpusVersion, PublishError, current_db, list_versions, snapshot_link
-from neusym.staging import stage_quarantine
-from neusym.views import VIEW_NAMES, create_views, list_views
+from neusym.ingest.staging import stage_quarantine
+from neusym.store.views import VIEW_NAMES, create_views, list_views
 
 ELEMENT_TABLES = {  # element_search.element_type -> table
     "section": "sections",
@@ -219,12 +219,12 @@ def test_neusym_sql_path_runs_on_the_snapshot_and_refuses_writes(surface):
 def test_neusym_sql_and_the_agent_stop_a_query_past_its_memory_budget(surface, repo_root):
     """`neusym sql` and the agent's RetrieveFromDatabase run under the same budget as the service: a
     query that would allocate gigabytes ends with one clear line (CLI exit 1) / an error observation."""
-    from neusym.agent.actions import Action, Environment, execute_action
+    from neusym.query.agent.actions import Action, Environment, execute_action
 
     settings, _ = surface
     env_vars = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")},
                 "NEUSYM_HOME": str(settings.home), "NEUSYM_SQL_MEMORY_MB": "512"}
-    proc = subprocess.run([sys.executable, "-m", "neusym.cli", "sql", "SELECT range(100000000)"], env=env_vars,
+    proc = subprocess.run([sys.executable, "-m", "neusym.interfaces.cli", "sql", "SELECT range(100000000)"], env=env_vars,
                           capture_output=True, text=True, timeout=120, cwd=repo_root)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "memory budget (512 MB per query" in proc.stderr and "Traceback" not in proc.stderr

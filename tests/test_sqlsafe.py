@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from neusym.errors import BusyError, SQLResourceError, SQLTimeoutError, UnsafeSQLError
-from neusym.sqlsafe import (
+from neusym.query.sqlsafe import (
     DatabaseUnavailableError,
     QueryBudget,
     QueryResult,

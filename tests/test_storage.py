@@ -15,14 +15,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from neusym.pipeline import (
+from neusym.ingest.pipeline import (
     encode_stage,
     ingest,
     input_items,
     materialize_stage,
     parse_stage,
 )
-from neusym.publish import publish
+from neusym.ingest.publish import publish
 from neusym.settings import Settings
 from neusym.store.storage import Storage, StorageError, storage
 from neusym.store.versions import (

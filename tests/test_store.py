@@ -19,10 +19,10 @@ import duckdb
 import pytest
 from typer.testing import CliRunner
 
-from neusym.cli import app
+from neusym.interfaces.cli import app
 from neusym.encode import ENCODABLE_COLUMNS
-from neusym.pipeline import ingest, materialize_stage, parse_stage
-from neusym.publish import publish
+from neusym.ingest.pipeline import ingest, materialize_stage, parse_stage
+from neusym.ingest.publish import publish
 from neusym.settings import Settings
 from neusym.store.cells import CellSearch
 from neusym.store.db import WriterBusyError, writer, writer_lock
@@ -45,7 +45,7 @@ LONGEVAL = SAMPLES / "eacl2023_2023.eacl-main.121_LongEval.pdf"
 
 
 def sql_cells(db: Path) -> dict[str, int]:
-    """Non-empty encodable cells per table.column, counted with plain SQL (independent of neusym.publish)."""
+    """Non-empty encodable cells per table.column, counted with plain SQL (independent of neusym.ingest.publish)."""
     con = duckdb.connect(str(db), read_only=True)
     try:
         return {f"{t}.{c}": con.execute(f"SELECT count(*) FROM {t} WHERE {c} IS NOT NULL AND trim({c}) <> ''")
@@ -88,7 +88,7 @@ def copy_home(src: Path, dst: Path) -> Settings:
 
 def add_paper(settings: Settings, pdf: Path):
     """The refresh of these tests: parse (reused from staging), encode, materialize one more paper."""
-    from neusym.pipeline import encode_stage
+    from neusym.ingest.pipeline import encode_stage
 
     parsed = parse_stage(str(pdf), settings)
     encode_stage(parsed, settings)
@@ -104,7 +104,8 @@ def test_ingest_publishes_a_consistent_version_with_the_paper_index(staged, tmp_
     assert v.manifest["points"]["papers"] == 2 and v.manifest["papers"] == 2
     assert_consistent(settings)
     # `neusym ingest` ends with a searchable paper index (issue G: it did not sync it before)
-    from neusym.search import close_paper_indexes, search_papers
+    from neusym.store.paper_index import close_paper_indexes
+    from neusym.query.paper_search import search_papers
 
     try:
         hits = search_papers("citation-informed document embeddings of scientific papers", settings=settings, limit=1)
@@ -256,7 +257,7 @@ def test_publish_fails_cleanly_while_a_foreign_process_holds_the_database(staged
 # --------------------------------------------------------------------------------------- crash safety
 CRASH_STEPS = ["copied-database", "cells-batch", "cells-done", "papers-done", "before-rename", "renamed", "switched"]
 
-_PUBLISH = "import sys; from pathlib import Path; from neusym.publish import publish; " \
+_PUBLISH = "import sys; from pathlib import Path; from neusym.ingest.publish import publish; " \
            "from neusym.settings import Settings; publish(Settings(home=Path(sys.argv[1])))"
 
 

@@ -4,7 +4,7 @@ answered title next to the search's R@1, on the paper-search question set.
 Usage:  .venv/bin/python benchmarks/paper_search/ask_vs_search.py [--size 2.5k] [--out benchmarks/results/ask_vs_search.json]
 
 The corpus (ACL 2024 + Findings 2024, metadata only) is crawled and published in a temporary home.
-Each question goes through ``answer_question(method="auto")`` in this process — the same code as
+Each question goes through ``ask(method="auto")`` in this process — the same code as
 ``neusym ask --json`` — with the configured LLM (offline by default), which is only called when the
 router's rules leave the route open (questions without a paper-search cue, e.g. "How can ..."), and
 through ``search_papers``. A hit is the gold paper's exact title (ask) or Anthology id (search) at rank 1.
@@ -29,12 +29,13 @@ sys.path.insert(0, str(HERE))
 
 def main() -> None:
     import bench
-    from neusym.agent.actions import Environment
-    from neusym.agent.llm import make_llm
-    from neusym.agent.react import answer_question
-    from neusym.crawl import crawl_stage, load_crawl_stage
-    from neusym.publish import publish
-    from neusym.search import close_paper_indexes, search_papers
+    from neusym.query.agent.actions import Environment
+    from neusym.llm.chat import make_llm
+    from neusym.query.ask import ask
+    from neusym.ingest.crawl import crawl_stage, load_crawl_stage
+    from neusym.ingest.publish import publish
+    from neusym.store.paper_index import close_paper_indexes
+    from neusym.query.paper_search import search_papers
     from neusym.settings import Settings
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -62,7 +63,7 @@ def main() -> None:
                 hits = search_papers(q["question"], settings=settings, limit=1)
                 s_secs = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                result = answer_question(q["question"], settings=settings, llm=llm, env=env, method="auto")
+                result = ask(q["question"], settings=settings, llm=llm, env=env, method="auto")
                 a_secs = time.perf_counter() - t0
                 rows.append({"id": q["id"] if "id" in q else q["anthology_id"], "split": q["split"],
                              "search_hit": bool(hits) and hits[0].anthology_id == q["anthology_id"],

@@ -1,4 +1,4 @@
-"""Conference-wide paper search benchmark: recall@1/5/10 and latency of neusym.search vs two baselines.
+"""Conference-wide paper search benchmark: recall@1/5/10 and latency of neusym.store.paper_index vs two baselines.
 
 Corpus: ACL 2024 + Findings 2024 (``2.5k``: 2,460 papers) from the ACL Anthology XML in
 ``/work/shared/corpus/acl`` (``--corpus-dir``), ``3.6k`` (+ EMNLP 2023) and ``5k`` (+ EMNLP 2023 and
@@ -14,19 +14,19 @@ broken down by question set (``"test/researcher-2026"``).
 Methods (all run through the same Qdrant index and the same ``PaperIndex.search`` code path):
 - ``bm25``: plain BM25 over title + abstract (project analyzer ``encode.bm25_tokens``), raw question;
 - ``bm25+minilm_rrf``: that BM25 and all-MiniLM-L6-v2 on "title. abstract", reciprocal-rank fusion (k=60);
-- ``neusym``: the default ``SearchConfig`` (see neusym/search.py);
+- ``neusym``: the default ``SearchConfig`` (see neusym/store/paper_index.py);
 - dev ablations from the RRF baseline to the default, one step at a time.
 
 Latency: wall time of one ``search`` call (query encoding + Qdrant queries + fusion + snippet),
 model loaded and warmed up, single thread of queries; the machine's load average is recorded with it.
 
-Index: built with the production encoder (``neusym.search.encode_papers``: the settings' dense
+Index: built with the production encoder (``neusym.store.paper_index.encode_papers``: the settings' dense
 backend, one pass over "title. abstract" per paper) in a qdrant-edge shard.
 
 Usage: ``python benchmarks/paper_search/bench.py [--sizes 2.5k,5k] [--engines] [--sync] [--out FILE]``
 
 Accurate mode (``--rerank``): on the 2.5k corpus, ``search_papers(mode="accurate")`` (fused search +
-one LLM rerank of the top N, :mod:`neusym.rerank`) with the configured LLM (default settings: the
+one LLM rerank of the top N, :mod:`neusym.query.rerank`) with the configured LLM (default settings: the
 offline Qwen2.5-Coder-1.5B GGUF on the CPU) next to the default mode, on a seeded random subset of
 the concise questions of each split (``--rerank-max`` per split, seed ``--rerank-seed``). The splits
 run in the order given (``--rerank-splits dev,test``); with several ``--rerank-n`` values, N is chosen
@@ -53,7 +53,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
-from neusym.search import (  # noqa: E402
+from neusym.store.paper_index import (  # noqa: E402
     DEFAULT_WEIGHTS,
     PAPER_SCHEMA,
     PaperDoc,
@@ -62,7 +62,7 @@ from neusym.search import (  # noqa: E402
     _points,
     encode_papers,
 )
-from neusym.sources.acl_source import parse_acl_collection  # noqa: E402
+from neusym.ingest.sources.acl_source import parse_acl_collection  # noqa: E402
 from neusym.store.vectors import ClientBackend, EdgeBackend  # noqa: E402
 
 CORPORA = {
@@ -168,8 +168,8 @@ def engine_comparison(docs: list[PaperDoc], questions: list[dict], n_queries: in
 def sync_timing(corpus_dir: Path, size: str) -> dict:
     """Publishing a crawled corpus of ``size`` (metadata only): the paper index's share of the first
     publish (every paper new) and of a second one with nothing changed."""
-    from neusym.crawl import crawl_stage, load_crawl_stage
-    from neusym.publish import publish
+    from neusym.ingest.crawl import crawl_stage, load_crawl_stage
+    from neusym.ingest.publish import publish
     from neusym.settings import Settings
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -223,7 +223,7 @@ def _rank(hits, gold: str) -> int | None:
 def evaluate_accurate(index: PaperIndex, questions: list[dict], n: int, llm: RecordingLLM, settings) -> dict:
     """Default vs accurate mode on ``questions``: R@1/5/10, latency percentiles (ms), LLM usage, and
     per question the gold's rank in both modes (0-based, None = not in the top 10)."""
-    from neusym.search import search_papers
+    from neusym.query.paper_search import search_papers
 
     fused_ranks, acc_ranks, fused_lat, acc_lat, loads, rows = [], [], [], [], [], []
     fallbacks = 0
@@ -280,10 +280,10 @@ def _choose_n(per_n: dict[int, dict]) -> int:
 
 def run_rerank(args) -> None:
     """The ``--rerank`` benchmark (see the module docstring)."""
-    from neusym.agent.llm import make_llm
+    from neusym.llm.chat import make_llm
     from neusym.encode import get_encoder
-    from neusym.rerank import rerank_hits
-    from neusym.search import PaperHit
+    from neusym.query.rerank import rerank_hits
+    from neusym.store.paper_index import PaperHit
     from neusym.settings import Settings
 
     settings = Settings()

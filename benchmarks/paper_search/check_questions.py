@@ -40,7 +40,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from neusym.sources.acl_source import parse_acl_collection  # noqa: E402
+from neusym.ingest.sources.acl_source import parse_acl_collection  # noqa: E402
 
 CORPUS_2_5K = ["2024.acl.xml", "2024.findings.xml"]
 FIELDS = ("qid", "question", "anthology_id", "title", "split")

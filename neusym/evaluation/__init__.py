@@ -32,7 +32,7 @@ from neusym.evaluation.judge import (
     Verdict,
     VerdictCache,
 )
-from neusym.evaluation.parsing import parse_literal
+from neusym.values import parse_literal
 from neusym.evaluation.runner import (
     EvalQuestion,
     PredictionFileError,

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from neusym.evaluation.judge import JudgeError, as_judge
-from neusym.evaluation.parsing import (
+from neusym.values import (
     as_structure,
     clean_text,
     coerce_bool,
@@ -456,7 +456,7 @@ def _fuzzy_normalized(text: str, method: str, lowercase: bool, ignore_blank: boo
 
 
 def strings_equal(pred: str, gold: str, opts: MatchOptions) -> bool:
-    """String equality after :func:`~neusym.evaluation.parsing.normalize_string` of both sides,
+    """String equality after :func:`~neusym.values.normalize_string` of both sides,
     or fuzzy (``opts.fuzz_method`` score >= ``opts.threshold``) when ``opts.threshold > 0``."""
     p = normalize_string(pred, lowercase=opts.lowercase, ignore_blank=opts.ignore_blank)
     g = normalize_string(gold, lowercase=opts.lowercase, ignore_blank=opts.ignore_blank)
@@ -948,7 +948,7 @@ def eval_paper_relevance_with_reference_answer(
 
     ``pred``: a paper title, or a list of titles (text of a Python list is parsed; ``{"title":
     ...}`` dicts are accepted). ``reference_answer``: the reference title or list of acceptable
-    titles. Titles are normalised (:func:`~neusym.evaluation.parsing.normalize_title`: case,
+    titles. Titles are normalised (:func:`~neusym.values.normalize_title`: case,
     accents, punctuation, hyphens, a ``Title:`` prefix). Score 1 when the prediction names at
     least one paper and **every** predicted title matches some reference title with
     ``fuzz_method`` (default ``ratio``) >= ``threshold`` (default 95 on 0-100; fractions scaled;

@@ -1,6 +1,6 @@
 """The LLM judge behind the subjective evaluation functions.
 
-A :class:`Judge` wraps any object with the chat-LLM protocol of :mod:`neusym.agent.llm`
+A :class:`Judge` wraps any object with the chat-LLM protocol of :mod:`neusym.llm.chat`
 (``chat(messages, *, json_schema=None, max_tokens=None) -> LLMReply``). For each question it
 
 1. renders a prompt file ``neusym/prompts/judge_<name>.md`` (system + user part, ``{{variable}}``
@@ -308,7 +308,7 @@ def _llm_model_name(llm: Any) -> str:
 class Judge:
     """LLM-as-judge with prompt files, JSON verdicts and a verdict cache.
 
-    ``llm``: an object with the :class:`neusym.agent.llm.LLM` protocol, configured for temperature
+    ``llm``: an object with the :class:`neusym.llm.chat.LLM` protocol, configured for temperature
     0. ``model_name``: the cache-key model identity (default: ``llm.model``, ``llm.settings.llm_model``
     or the class name). ``cache_dir``: where ``judge_verdicts.sqlite`` lives; ``None`` = memory only.
     ``max_tokens``: reply budget per verdict (scoring-point verdicts get more per point).
@@ -343,9 +343,9 @@ class Judge:
 
     @classmethod
     def from_settings(cls, settings: Any, *, cache_dir: Path | str | None = None, max_tokens: int = 512) -> Judge:
-        """The configured LLM (endpoint or offline model, see :func:`neusym.agent.llm.make_llm`) at
+        """The configured LLM (endpoint or offline model, see :func:`neusym.llm.chat.make_llm`) at
         temperature 0, caching under ``cache_dir`` (default ``<settings.home>/judge_cache``)."""
-        from neusym.agent.llm import make_llm
+        from neusym.llm.chat import make_llm
 
         judge_settings = settings.model_copy(update={"llm_temperature": 0.0})
         where = cache_dir if cache_dir is not None else Path(settings.home) / "judge_cache"

@@ -41,10 +41,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from neusym.agent.actions import Environment
-from neusym.agent.llm import LLM, OpenAICompatibleLLM, make_llm
-from neusym.agent.methods import Method, MethodError, get_method
-from neusym.agent.react import answer_question
+from neusym.query.agent.actions import Environment
+from neusym.llm.chat import LLM, OpenAICompatibleLLM, make_llm
+from neusym.query.agent.methods import Method, MethodError, get_method
+from neusym.query.ask import ask
 from neusym.errors import NeusymError
 from neusym.settings import Settings
 
@@ -355,7 +355,7 @@ def answer_item(
     try:
         paper_ids = resolver.resolve(question)
         record["paper_ids"] = paper_ids
-        result = answer_question(
+        result = ask(
             question.question,
             settings=settings,
             llm=llm,

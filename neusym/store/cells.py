@@ -19,7 +19,7 @@ import math
 import re
 from typing import Any
 
-from ..encode import (
+from neusym.encode import (
     BM25_COLLECTION,
     COLLECTION_VECTORS,
     DENSE_COLLECTION,
@@ -28,9 +28,9 @@ from ..encode import (
     bm25_query_vector,
     encode_query,
 )
-from ..errors import ActionError
-from ..textscan import bracket_depth
-from .vectors import Filter, HnswSpec, Match, QuerySpec, Range, VectorBackend, VectorSchema
+from neusym.errors import ActionError
+from neusym.textscan import bracket_depth
+from neusym.store.vectors import Filter, HnswSpec, Match, QuerySpec, Range, VectorBackend, VectorSchema
 
 CELLS_COLLECTION = "cells"
 """Name of the cell collection (a shard directory ``cells/`` in a version, or a server collection)."""

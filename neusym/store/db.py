@@ -25,8 +25,8 @@ from typing import Any, Iterator
 
 import duckdb
 
-from ..errors import NeusymError, SQLError
-from ..settings import Settings
+from neusym.errors import NeusymError, SQLError
+from neusym.settings import Settings
 
 
 class WriterBusyError(NeusymError):
@@ -125,7 +125,7 @@ def writer(settings: Settings, *, wait_s: float | None = None, schema: bool = Tr
         con = duckdb.connect(str(settings.db_path))
         try:
             if schema:
-                from ..sqlfiles import read_sql
+                from neusym.store.sqlfiles import read_sql
 
                 con.execute(read_sql("schema.sql"))
             yield con

@@ -24,8 +24,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..settings import Settings
-from .storage import is_url, storage
+from neusym.settings import Settings
+from neusym.store.storage import is_url, storage
 
 STORE_DIR = "pdfs/sha256"
 """Folder of the store, relative to ``NEUSYM_HOME`` (and to the shared storage's root)."""

@@ -35,8 +35,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from ..errors import NeusymError
-from ..settings import Settings
+from neusym.errors import NeusymError
+from neusym.settings import Settings
 
 MARKER = "manifest.json"
 """The file written last when a directory is pushed (its presence means the directory is complete)."""

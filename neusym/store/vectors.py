@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from ..errors import NeusymError
+from neusym.errors import NeusymError
 
 
 class VectorStoreError(NeusymError):

@@ -20,7 +20,7 @@ SQL rows and vector points they see always come from the same version. A reader 
 holds; several processes read the same shards at once (they have no write-ahead log, so loading
 takes no lock).
 
-The single writer (:class:`VersionBuilder`, used by :mod:`neusym.publish`) holds the home's writer
+The single writer (:class:`VersionBuilder`, used by :mod:`neusym.ingest.publish`) holds the home's writer
 lock, builds ``versions/.building-NNNNNN/`` from the writer's database and a copy of the previous
 version's shards, and only then renames it into place and switches ``current``. A crash at any
 point leaves the previous version serving; the next publish removes the leftovers. Versions older
@@ -56,11 +56,11 @@ from typing import Any
 
 import duckdb
 
-from ..errors import NeusymError
-from ..settings import Settings
-from .db import holds_writer_lock, writer_lock
-from .storage import Storage, StorageError, storage
-from .vectors import ClientBackend, EdgeBackend, VectorBackend, VectorSchema, qdrant_client
+from neusym.errors import NeusymError
+from neusym.settings import Settings
+from neusym.store.db import holds_writer_lock, writer_lock
+from neusym.store.storage import Storage, StorageError, storage
+from neusym.store.vectors import ClientBackend, EdgeBackend, VectorBackend, VectorSchema, qdrant_client
 
 logger = logging.getLogger(__name__)
 
@@ -479,7 +479,7 @@ class VersionBuilder:
                 f"the shared storage {self.settings.storage_url} is at version {pointer.get('version')}, this writer "
                 f"({self.settings.home}) at {self.previous.number if self.previous else 'none'}: another writer host "
                 "publishes to the same storage (exactly one worker may serve the writer queue), or this host is new "
-                "and needs `python -m neusym.cluster restore-writer` first")
+                "and needs `python -m neusym.interfaces.cluster restore-writer` first")
         for orphan in list_versions(self.settings):  # renamed into place by a publish that died before the switch
             if self.previous is None or orphan.number > self.previous.number:
                 _delete_version(self.settings, orphan)
@@ -607,7 +607,7 @@ class VersionBuilder:
 
 
 def _copy_collection(src: ClientBackend, dst: ClientBackend, schema: VectorSchema, batch: int = 512) -> None:
-    from .vectors import Point
+    from neusym.store.vectors import Point
 
     dst.create(schema)
     buf: list[Point] = []

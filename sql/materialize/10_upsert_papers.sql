@@ -1,6 +1,6 @@
--- Upsert the staged papers of this run. Runs inside one transaction opened by neusym.materialize:
+-- Upsert the staged papers of this run. Runs inside one transaction opened by neusym.ingest.materialize:
 -- either every staged paper is replaced completely or nothing changes.
--- Inputs (temporary views created by neusym.materialize over the staged Parquet files):
+-- Inputs (temporary views created by neusym.ingest.materialize over the staged Parquet files):
 --   staged_metadata, staged_pages, staged_sections, staged_chunks, staged_tables, staged_images,
 --   staged_equations, staged_reference.
 -- A re-parsed paper replaces all of its previous rows (delete by paper, then insert), so rows of

@@ -1,5 +1,5 @@
 -- What each enrichment (LLM summary, tldr/tags, OCR) reads, one row per element and kind.
--- enrichment_inputs is THE definition of what each enrichment reads: neusym.enrich plans and prompts
+-- enrichment_inputs is THE definition of what each enrichment reads: neusym.ingest.enrich plans and prompts
 -- from this view, and the cache key is sha256 of input_text, so a changed page/section/table/figure
 -- is summarized again while an unchanged one (even after a re-parse) gets its cached value back.
 

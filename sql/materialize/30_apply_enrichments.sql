@@ -1,5 +1,5 @@
 -- Fill the summary, tldr/tags and OCR columns from the enrichments cache (same transaction as
--- 10_upsert_papers.sql; also run by neusym.enrich.apply_enrichment after new results arrive).
+-- 10_upsert_papers.sql; also run by neusym.ingest.enrich.apply_enrichment after new results arrive).
 -- Input: the temporary view enrichment_inputs of 25_enrichment_inputs.sql. The newest cached value
 -- of an element's exact input wins, whatever model produced it.
 

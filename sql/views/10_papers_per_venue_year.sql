@@ -1,5 +1,5 @@
 -- View papers_per_venue_year: how many papers (and pages) the corpus holds per venue and year.
--- Created by the materialize step (neusym.views.create_views), idempotent (CREATE OR REPLACE).
+-- Created by the materialize step (neusym.store.views.create_views), idempotent (CREATE OR REPLACE).
 -- Example: SELECT venue, pub_year, paper_count FROM papers_per_venue_year WHERE venue = 'ACL';
 
 CREATE OR REPLACE VIEW papers_per_venue_year AS

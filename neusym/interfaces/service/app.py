@@ -1,0 +1,950 @@
+"""The query layer as an HTTP service: one FastAPI app over the current corpus version.
+
+Endpoints (OpenAPI at ``/openapi.json``, docs at ``/docs``):
+
+========================================== ==========================================================
+``GET /healthz``                           the corpus version being served (503 before the first publish)
+``GET /search``                            paper search with snippets and venue/year facets
+``POST /ask``                              the agent, streamed as server-sent events (start, step..., answer)
+``POST /ask/json``                         the same, one JSON answer at the end
+``POST /sql``                              read-only SQL, time-limited, row- and byte-capped, JSON or CSV
+``GET /schema``                            tables and views with their comments, example queries
+``GET /papers/{paper_id}``                 metadata, section tree, tables, figures, equations, references
+``GET /papers/{paper_id}/pages/{n}.png``   a page as PNG, ``bbox=x0,y0,w,h`` highlighted (``crop=true``: just the box)
+``GET /``                                  the web page (static files under ``/static``)
+========================================== ==========================================================
+
+Read-only by construction: the app never opens the writer's database; every query runs on the
+served version's read-only DuckDB file (:mod:`neusym.query.sqlsafe` for user SQL) and its read-only
+vector shards. Blocking work runs in thread pools sized for the machine (:class:`ServiceState`),
+so the event loop keeps accepting requests while a search, a query, a page render or an agent run
+is under way. Every request runs under a budget (docs/service.md, "Budgets"): SQL in worker
+processes with memory and time limits, the LLM as a bounded resource (:class:`LLMSlots`), work
+cancelled when its client goes away, request bodies of at most :data:`MAX_BODY_BYTES`. Errors are
+JSON ``{"detail": "..."}`` with a 4xx status (503 when nothing is published yet or a bounded
+resource is full, with ``Retry-After``); an unexpected exception is logged and answered with a 500
+naming its type, never a traceback, on a connection that stays usable (:class:`UnexpectedErrors`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from contextlib import asynccontextmanager, contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable, Iterator, Literal
+
+import anyio
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import Path as PathParam
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from neusym.errors import BusyError, NeusymError, SQLError, SQLResourceError, SQLTimeoutError, UnsafeSQLError
+from neusym.settings import Settings, usable_cores
+from neusym.store.versions import NoCorpusVersion
+from neusym.interfaces.service.auth import api_key_dependency, checked_keys, key_is_valid, presented_key
+from neusym.interfaces.service.corpus import ServedVersion, VersionHolder
+from neusym.interfaces.service.models import (
+    AskRequest,
+    ErrorResponse,
+    Health,
+    SchemaResponse,
+    SearchResponse,
+    SqlRequest,
+    SqlResponse,
+)
+from neusym.interfaces.service.papers import BadRequest, NotFound, PageRenderer, paper_detail, paper_titles, parse_bbox, parse_paper_id, pdf_of
+
+logger = logging.getLogger("neusym.interfaces.service")
+
+DISCONNECT_POLL_S = 0.25
+"""How often a long request (``/sql``, ``/ask/json``) checks whether its client is still there."""
+FACET_POOL = 100
+"""Facets count the top this-many papers matching the query and the filters."""
+SQL_MAX_BYTES = 1_000_000
+"""Byte cap of one /sql response body when the settings have no ``sql_max_bytes``."""
+
+SQL_EXAMPLES: list[dict[str, str]] = [
+    {"title": "Corpus coverage by venue and year",
+     "sql": "SELECT venue, pub_year, paper_count, page_count FROM papers_per_venue_year ORDER BY paper_count DESC"},
+    {"title": "Papers with the most tables",
+     "sql": "SELECT title, table_count, image_count, equation_count FROM paper_overview\n"
+            "ORDER BY table_count DESC LIMIT 10"},
+    {"title": "Most prolific authors",
+     "sql": "SELECT author, count(*) AS papers FROM author_paper\nGROUP BY author ORDER BY papers DESC, author LIMIT 10"},
+    {"title": "Tables and figures that mention accuracy",
+     "sql": "SELECT paper_title, element_type, page_number, label FROM element_search\n"
+            "WHERE element_type IN ('table', 'image') AND text ILIKE '%accuracy%'\nORDER BY paper_title, page_number"},
+    {"title": "Top-level sections of each paper",
+     "sql": "SELECT m.title, s.ordinal, s.section_title, s.page_numbers\nFROM sections s JOIN metadata m "
+            "ON m.paper_id = s.ref_paper_id\nWHERE s.level = 1 ORDER BY m.title, s.ordinal LIMIT 100"},
+]
+"""Example queries of the SQL console over the documented views (docs/sql.md)."""
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorResponse, "description": "Malformed or refused input."},
+    401: {"model": ErrorResponse, "description": "API key (or Airflow login) missing or not valid."},
+    404: {"model": ErrorResponse, "description": "Unknown paper or page."},
+    422: {"model": ErrorResponse, "description": "Invalid parameter or body field."},
+    503: {"model": ErrorResponse, "description": "No corpus version published yet."},
+}
+
+
+class AskTimeout(NeusymError):
+    """An agent run stopped at ``NEUSYM_AGENT_MAX_SECONDS`` (HTTP 503)."""
+
+
+class LLMSlots:
+    """The LLM as a resource with an owner: ``size`` runs use it at once (1 for the offline model,
+    which has one slot; 4 for an OpenAI-compatible endpoint), at most ``queue_max`` more wait for it,
+    each at most ``wait_s`` seconds. A run is counted from the moment its thread enters :meth:`hold`
+    until it leaves it, so a cancelled run keeps its slot until it has really stopped. Thread-safe."""
+
+    def __init__(self, size: int, queue_max: int, wait_s: float):
+        self.size = max(1, int(size))
+        self.queue_max = max(0, int(queue_max))
+        self.wait_s = float(wait_s)
+        self.running = 0
+        self.waiting = 0
+        self._free = threading.Semaphore(self.size)
+        self._lock = threading.Lock()
+
+    def check_room(self) -> None:
+        """Raise :class:`BusyError` when ``size`` runs hold the LLM and ``queue_max`` wait already (in
+        the event loop, so a request is refused before it starts; :meth:`hold` checks again)."""
+        with self._lock:
+            self._check_room()
+
+    def _check_room(self) -> None:
+        if self.running + self.waiting >= self.size + self.queue_max:
+            raise BusyError(f"the LLM is busy: {self.running} run(s) hold it and {self.waiting} wait "
+                            f"(NEUSYM_ASK_QUEUE_MAX={self.queue_max}); try again later",
+                            retry_after_s=self._retry_after())
+
+    def _retry_after(self) -> int:
+        return max(5, min(300, int(self.wait_s // 4) or 5))
+
+    @contextmanager
+    def hold(self, cancel: threading.Event,
+             on_queued: Callable[[int, int], None] | None = None) -> Iterator[bool]:
+        """Wait for the LLM (in a worker thread) and hold it for the block; yields False instead when
+        ``cancel`` is set while waiting. ``on_queued(running, waiting)`` is called once when the run
+        has to wait. Raises :class:`BusyError` at once when the queue is full, or after ``wait_s`` of
+        waiting."""
+        deadline = time.monotonic() + self.wait_s
+        with self._lock:
+            self._check_room()
+            self.waiting += 1
+        held = self._free.acquire(blocking=False)
+        if not held and on_queued is not None:
+            with self._lock:
+                on_queued(self.running, self.waiting)
+        while not held:
+            if cancel.is_set():
+                with self._lock:
+                    self.waiting -= 1
+                yield False
+                return
+            if time.monotonic() >= deadline:
+                with self._lock:
+                    self.waiting -= 1
+                raise BusyError(f"waited {self.wait_s:g} s for the LLM (NEUSYM_ASK_WAIT_S); it is still busy, try "
+                                "again later", retry_after_s=self._retry_after())
+            held = self._free.acquire(timeout=0.25)
+        with self._lock:
+            self.waiting -= 1
+            self.running += 1
+        try:
+            yield True
+        finally:
+            with self._lock:
+                self.running -= 1
+            self._free.release()
+
+
+class ServiceState:
+    """What the routes share: the settings, the :class:`VersionHolder`, the page renderer and the
+    thread pools (capacity limiters) of each kind of blocking work.
+
+    Pool sizes: ``search`` = CPU cores (query encoding and the shard scans are CPU-bound; more
+    threads only add queueing inside the process), ``sql`` = threads that hand queries to the SQL
+    worker processes and wait for them (4 per worker; the workers, ``NEUSYM_SQL_WORKERS``, bound how many
+    run, and a query that finds none free within ``NEUSYM_SQL_WAIT_S`` is a 503), ``pages`` = 2 renders, ``meta`` = 2 (paper details, schema, id checks),
+    ``ask`` = the runs that hold or wait for the LLM (:class:`LLMSlots`: ``NEUSYM_ASK_CONCURRENCY``
+    runs at a time, by default 1 with the offline model, which has one slot, or 4 with an
+    OpenAI-compatible endpoint, plus ``NEUSYM_ASK_QUEUE_MAX`` waiting).
+    """
+
+    def __init__(self, settings: Settings, holder: VersionHolder | None = None):
+        self.settings = settings
+        self.holder = holder or VersionHolder(settings)
+        self.renderer = PageRenderer()
+        self.started = time.monotonic()
+        self.llm = LLMSlots(settings.ask_concurrency or (4 if settings.llm_base_url else 1), settings.ask_queue_max,
+                            settings.ask_wait_s)
+        self.sizes = {"search": max(2, usable_cores()), "sql": 4 * settings.sql_workers, "pages": 2, "meta": 2,
+                      "ask": self.llm.size + self.llm.queue_max}
+        self._limiters: dict[str, anyio.CapacityLimiter] = {}
+        self._lock = threading.Lock()
+
+    def limiter(self, kind: str) -> anyio.CapacityLimiter:
+        """The capacity limiter of one kind of work (created in the running event loop)."""
+        with self._lock:
+            if kind not in self._limiters:
+                self._limiters[kind] = anyio.CapacityLimiter(self.sizes[kind])
+            return self._limiters[kind]
+
+    async def run(self, kind: str, fn: Callable[[], Any]) -> Any:
+        """Run blocking ``fn`` in the ``kind`` pool."""
+        return await anyio.to_thread.run_sync(fn, limiter=self.limiter(kind))
+
+    async def with_version(self, kind: str, fn: Callable[[ServedVersion], Any]) -> Any:
+        """Run blocking ``fn(served)`` in the ``kind`` pool on the served version (held meanwhile)."""
+
+        def work() -> Any:
+            with self.holder.use() as served:
+                return fn(served)
+
+        return await self.run(kind, work)
+
+    async def with_version_until_disconnect(self, kind: str, request: Request,
+                                            fn: Callable[[ServedVersion, threading.Event], Any]) -> Any:
+        """:meth:`run_until_disconnect` of ``fn(served, cancel)`` on the served version (held meanwhile)."""
+
+        def work(cancel: threading.Event) -> Any:
+            with self.holder.use() as served:
+                return fn(served, cancel)
+
+        return await self.run_until_disconnect(kind, request, work)
+
+    async def run_until_disconnect(self, kind: str, request: Request, fn: Callable[[threading.Event], Any]) -> Any:
+        """Run blocking ``fn(cancel)`` in the ``kind`` pool; ``cancel`` is set as soon as the client of
+        ``request`` goes away (checked every 0.25 s), so ``fn`` can stop its work (a SQL worker is
+        killed, an LLM call stops at its next token). After a disconnect this waits for ``fn`` to
+        end and returns an empty ``Response`` (status 499): nobody is there to read it."""
+        cancel = threading.Event()
+        task = asyncio.ensure_future(self.run(kind, lambda: fn(cancel)))
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+                if done:
+                    return task.result()
+                if await request.is_disconnected():
+                    cancel.set()
+                    logger.info("client of %s %s went away; its work is cancelled", request.method, request.url.path)
+                    with contextlib.suppress(Exception):
+                        await task
+                    return Response(status_code=499)
+        finally:
+            cancel.set()
+
+
+# ---------------------------------------------------------------------------------- helpers
+def facet_counts(pool: list[Any]) -> dict:
+    """``{"pool", "venue": [{"value", "count"}], "year": [...]}`` (:class:`~neusym.interfaces.service.models.Facets`) of
+    the papers in ``pool`` (objects with ``venue`` and ``year``): venues most frequent first, years newest
+    first, unknown (``None``) last."""
+    venues = Counter(h.venue for h in pool)
+    years = Counter(h.year for h in pool)
+    return {
+        "pool": len(pool),
+        "venue": [{"value": v, "count": c}
+                  for v, c in sorted(venues.items(), key=lambda kv: (kv[0] is None, -kv[1], str(kv[0])))],
+        "year": [{"value": y, "count": c} for y, c in sorted(years.items(), key=lambda kv: (kv[0] is None, -(kv[0] or 0)))],
+    }
+
+
+def page_image_path(paper_id: str, page_number: int, bbox: Any = None) -> str:
+    """The relative URL of a page image (what a citation links to): ``papers/ID/pages/N.png[?bbox=...]``."""
+    url = f"papers/{paper_id}/pages/{int(page_number)}.png"
+    if bbox:
+        url += "?bbox=" + ",".join(f"{float(v):g}" for v in bbox)
+    return url
+
+
+def enrich_answer(result: dict, titles: dict[str, str] | None = None) -> dict:
+    """Add ``page_image`` (relative URL of the cited page with the box) to each citation of an
+    agent answer that names a paper (a UUID) and a page, and the paper title where the citation has none. Citations are
+    optional (older agents have no ``citations`` key); the dict is changed in place and returned."""
+    for c in result.get("citations") or []:
+        if not isinstance(c, dict):
+            continue
+        pid, page = c.get("paper_id"), c.get("page_number")
+        if pid and _is_uuid(str(pid)) and isinstance(page, int) and not isinstance(page, bool) and page >= 1:
+            box = c.get("bounding_box")
+            ok = isinstance(box, (list, tuple)) and len(box) == 4 and all(isinstance(v, (int, float)) for v in box)
+            c["page_image"] = page_image_path(str(pid), page, box if ok else None)
+        if titles and pid and not c.get("title"):
+            c["title"] = titles.get(str(pid))
+    return result
+
+
+def _cap_json_rows(rows: list[list[Any]], max_bytes: int) -> tuple[list[list[Any]], bool]:
+    """The longest prefix of ``rows`` whose JSON stays under ``max_bytes``; and whether rows were left out."""
+    total = 0
+    for i, row in enumerate(rows):
+        total += len(json.dumps(row, ensure_ascii=False).encode("utf-8")) + 1
+        if total > max_bytes:
+            return rows[:i], True
+    return rows, False
+
+
+def _cap_text(text: str, max_bytes: int) -> tuple[str, bool]:
+    data = text.encode("utf-8")
+    if len(data) <= max_bytes:
+        return text, False
+    cut = data[:max_bytes].decode("utf-8", errors="ignore")
+    return cut[: cut.rfind("\n") + 1], True
+
+
+def _run_sql(settings: Settings, served: ServedVersion, sql: str, max_rows: int,
+             cancel: threading.Event | None = None) -> Any:
+    from neusym.query.sqlsafe import run_query
+
+    return run_query(settings, served.version.db_path, sql, max_rows=max_rows, cancel=cancel)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:5]:
+        loc = [str(x) for x in err.get("loc", ())]
+        where = {"query": "query parameter", "body": "body field", "path": "path parameter",
+                 "header": "header"}.get(loc[0], loc[0]) if loc else "input"
+        name = ".".join(loc[1:]) or "(body)"
+        msg = str(err.get("msg", "invalid"))
+        if err.get("type") == "json_invalid":
+            parts.append(f"the request body is not valid JSON: {msg}")
+        else:
+            parts.append(f"{where} '{name}': {msg}")
+    return "; ".join(parts) or "invalid request"
+
+
+MAX_BODY_BYTES = 1 << 20
+"""Largest request body accepted (1 MiB; a /sql or /ask body is a few KB): larger ones are a 413."""
+
+
+class BodyLimit:
+    """ASGI middleware: a request body over ``max_bytes`` is answered 413 (by its Content-Length
+    before anything is read, or while a chunked body streams in) and never reaches a route."""
+
+    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES):
+        self.app = app
+        self.max_bytes = int(max_bytes)
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers") or []:
+            if name == b"content-length":
+                try:
+                    too_large = int(value) > self.max_bytes
+                except ValueError:
+                    too_large = False
+                if too_large:
+                    await self._refuse(send)
+                    return
+        seen = 0
+        started = refused = False
+
+        async def counting_receive() -> dict:
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:  # a chunked body: answer now, the app sees a client that left
+                    refused = True
+                    if not started:
+                        await self._refuse(send)
+                    return {"type": "http.disconnect"}
+            return message
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            if refused:
+                return  # the 413 has been sent
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, counting_receive, tracking_send)
+        except Exception:
+            if not refused:
+                raise
+
+    async def _refuse(self, send: Callable) -> None:
+        body = json.dumps({"detail": f"request body larger than {self.max_bytes:,} bytes"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class UnexpectedErrors:
+    """ASGI middleware: an exception no handler turned into a response becomes a JSON 500
+    (``{"detail": "internal error (TypeError); ..."}``) and is logged with its traceback; it is not
+    re-raised to the server, so the client's keep-alive connection stays usable. (Starlette's own
+    handler for ``Exception`` re-raises after answering, and uvicorn then drops the connection.)"""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: dict) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:  # noqa: BLE001 - answered as a 500 without a traceback
+            logger.exception("unexpected error in %s %s", scope.get("method"), scope.get("path"))
+            if started:  # a streamed body was under way: nothing more can be sent on this response
+                return
+            body = json.dumps({"detail": f"internal error ({type(exc).__name__}); the server log has the details"})
+            await send({"type": "http.response.start", "status": 500,
+                        "headers": [(b"content-type", b"application/json"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body.encode()})
+
+
+# ------------------------------------------------------------------------------------- app
+def create_app(settings: Settings | None = None, *, auth: Callable | None = None, protect_page: bool = False,
+               holder: VersionHolder | None = None, warm_on_start: bool = True) -> FastAPI:
+    """The FastAPI app of the service (see the module docstring).
+
+    ``settings``: default ``Settings()`` from the environment (``NEUSYM_HOME`` etc.). ``auth``: a
+    FastAPI dependency required by every endpoint but ``/healthz``, the page and its static files
+    (default: the API keys of ``settings.api_keys``, open when there are none; the Airflow plugin
+    passes Airflow's authentication). ``protect_page``: require ``auth`` for the page too.
+    ``holder``: the version holder (default a new one on ``settings``). ``warm_on_start``: open
+    the current version and warm the query encoder during startup, so the first request is fast
+    (lifespan events do not run when the app is mounted inside another app, e.g. Airflow's
+    api-server: there the first request opens it).
+    """
+    settings = settings or Settings()
+    state = ServiceState(settings, holder)
+    keys: list[str] | None = None  # the service's own keys; None: ``auth`` is the caller's (Airflow's login)
+    if auth is None:
+        keys = checked_keys(list(settings.api_keys or []))
+        auth = api_key_dependency(keys)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if warm_on_start:
+            try:
+                await anyio.to_thread.run_sync(state.holder.acquire)
+                served = state.holder.current()
+                if served is not None:
+                    state.holder.release(served)
+            except NoCorpusVersion as exc:
+                logger.warning("no corpus version yet (%s); /healthz answers 503 until one is published", exc)
+            from neusym.query.sqlsafe import QueryBudget, start_workers
+
+            await anyio.to_thread.run_sync(lambda: start_workers(QueryBudget.from_settings(settings)))
+        state.holder.start_watcher()
+        try:
+            yield
+        finally:
+            state.holder.close()
+
+    neusym_version = _package_version()
+
+    app = FastAPI(
+        title="neusym",
+        version=str(neusym_version),
+        summary="NeuSym-RAG query layer: paper search, the agent, read-only SQL and page images over the "
+                "current corpus version.",
+        lifespan=lifespan,
+        responses=_RESPONSES,
+    )
+    app.state.neusym = state
+
+    # -- errors: JSON {"detail"} with a 4xx, never a traceback --------------------------------
+    @app.exception_handler(NoCorpusVersion)
+    async def _no_version(request: Request, exc: NoCorpusVersion) -> JSONResponse:
+        return JSONResponse({"detail": f"no corpus to serve yet: {exc}"}, status_code=503,
+                            headers={"Retry-After": "60"})
+
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=404)
+
+    @app.exception_handler(BusyError)
+    async def _busy(request: Request, exc: BusyError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "error": "busy"}, status_code=503,
+                            headers={"Retry-After": str(exc.retry_after_s)})
+
+    @app.exception_handler(AskTimeout)
+    async def _ask_timeout(request: Request, exc: AskTimeout) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "error": "time_limit"}, status_code=503)
+
+    @app.exception_handler(BadRequest)
+    async def _bad_request(request: Request, exc: BadRequest) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"detail": _validation_message(exc)}, status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no such endpoint: {request.method} {request.url.path} (see /docs)"
+        elif exc.status_code == 405:
+            detail = f"method {request.method} is not allowed on {request.url.path}"
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+    app.add_middleware(UnexpectedErrors)
+    app.add_middleware(BodyLimit)  # outermost of the two: a too large body never reaches a route
+
+    # -- public: health, page, static files ------------------------------------------------------
+    @app.get("/healthz", response_model=Health, tags=["service"], responses={503: _RESPONSES[503]})
+    async def healthz(request: Request) -> Health:
+        """The corpus version being served (and that the process answers). 503 with a clear message
+        while nothing has been published in ``NEUSYM_HOME``. Never needs an API key; ``process``
+        (the answering server process) is only given to callers with a valid key, or to everyone when
+        the service has no keys."""
+        show_process = keys is not None and key_is_valid(presented_key(request.headers), keys)
+
+        def work(served: ServedVersion) -> Health:
+            return Health(version=served.number, papers=served.papers,
+                          published_at=served.version.info.manifest.get("published_at")
+                          or served.version.info.manifest.get("created_at"),
+                          opened_at=served.opened_at, switches=state.holder.switches,
+                          uptime_s=round(time.monotonic() - state.started, 3), neusym=str(neusym_version),
+                          process=os.getpid() if show_process else None)
+
+        served = state.holder.current()
+        if served is not None:  # answered in the event loop: never queued behind busy pools
+            return work(served)
+        return await state.with_version("meta", work)  # the first open (blocking) runs in a thread
+
+    static_dir = Path(str(resources.files("neusym.interfaces.service").joinpath("static")))
+    page_deps = [Depends(auth)] if protect_page else []
+
+    @app.get("/", include_in_schema=False, dependencies=page_deps)
+    async def index(request: Request) -> Response:
+        if not request.url.path.endswith("/"):  # relative links need the trailing slash
+            return RedirectResponse(str(request.url.replace(path=request.url.path + "/")))
+        return FileResponse(static_dir / "index.html", headers={"Cache-Control": "no-cache"})
+
+    app.mount("/static", StaticFiles(directory=static_dir), name="static")
+
+    # -- protected API -------------------------------------------------------------------------
+    api = APIRouter(dependencies=[Depends(auth)])
+
+    @api.get("/search", response_model=SearchResponse, tags=["search"])
+    async def search(
+        request: Request,
+        q: str = Query(..., min_length=1, max_length=1000, description="A question or keywords."),
+        venue: str | None = Query(None, max_length=64, description="Conference abbreviation (acl, emnlp, ...) "
+                                  "or 'findings' (Findings volumes of any conference)."),
+        year: int | None = Query(None, ge=1900, le=2100, description="Publication year."),
+        author: str | None = Query(None, max_length=200, description="Author full name or last name."),
+        limit: int = Query(10, ge=1, le=100, description="Papers returned."),
+        mode: Literal["default", "accurate"] = Query(
+            "default", description="default: the hybrid search alone (tens of ms). accurate: then the configured "
+            "LLM reranks the top NEUSYM_SEARCH_RERANK_TOP_N hits (default 10) from their titles and abstracts: one "
+            "LLM call per query (seconds; if it fails the fused order is kept and rerank.note says why)."),
+    ) -> Response:
+        """Papers best matching ``q`` (hybrid BM25 + all-MiniLM-L6-v2 paper index, see
+        :mod:`neusym.store.paper_index`), each with its score and the abstract sentence closest to the query,
+        plus facet counts by venue and year over the top 100 papers matching the query and the
+        filters. Filters are applied inside the index, so every hit satisfies them. With
+        ``mode=accurate`` the top hits are reordered by the LLM (:mod:`neusym.query.rerank`, run in the
+        agent's pool, so it queues behind agent runs on the offline model); each hit then has
+        ``rerank`` (fused rank, LLM rank) and the response a ``rerank`` summary."""
+        if not q.strip():
+            raise BadRequest("q must not be blank")
+        if mode == "accurate" and not settings.llm_base_url and not settings.search_rerank_offline:
+            raise BadRequest("mode=accurate needs an LLM: set NEUSYM_LLM_BASE_URL to an OpenAI-compatible endpoint, "
+                             "or NEUSYM_SEARCH_RERANK_OFFLINE=true to rerank with the offline model in this process "
+                             "(about 20 s per query on 2 cores, one query at a time)")
+        if mode == "accurate":
+            state.llm.check_room()
+        started = time.perf_counter()
+        top_n = state.settings.search_rerank_top_n if mode == "accurate" else 0
+
+        def work(served: ServedVersion) -> tuple:
+            filters = {"venue": venue or None, "year": year, "author": author or None}
+            try:
+                found, pool = served.search_with_pool(q, **filters, limit=max(limit, top_n), pool=FACET_POOL)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
+            return served.number, found, pool
+
+        number, found, pool = await state.with_version("search", work)
+        payload = {"version": number, "query": q, "mode": mode,
+                   "filters": {"venue": venue, "year": year, "author": author, "limit": limit}}
+        if mode == "accurate":
+            from neusym.llm.chat import CancellableLLM, make_llm
+            from neusym.query.paper_search import rerank_with_index
+
+            def rerank(cancel: threading.Event) -> Any:
+                with state.llm.hold(cancel) as held:
+                    if not held:
+                        return None
+                    with state.holder.use() as served:
+                        return rerank_with_index(q, found, index=served.index, settings=state.settings, top_n=top_n,
+                                                 llm=CancellableLLM(make_llm(state.settings), cancel))
+
+            result = await state.run_until_disconnect("ask", request, rerank)
+            if result is None or isinstance(result, Response):  # the client went away
+                return Response(status_code=499)
+            found = result.hits
+            payload["rerank"] = {"applied": result.applied, "note": result.note, "top_n": result.top_n,
+                                 "llm_seconds": result.seconds}
+        payload.update({"hits": [{"rank": i + 1, **h.to_dict()} for i, h in enumerate(found[:limit])],
+                        "facets": facet_counts(pool), "seconds": round(time.perf_counter() - started, 4)})
+        # serialised here (the shape is SearchResponse, as documented): no second validation pass
+        return Response(json.dumps(payload, ensure_ascii=False), media_type="application/json")
+
+    @api.post("/sql", tags=["sql"], response_model=SqlResponse,
+              responses={200: {"content": {"text/csv": {}}, "description": "JSON (format json) or CSV (format csv)."}})
+    async def sql(body: SqlRequest, request: Request) -> Response:
+        """One read-only query on the served version's database (:mod:`neusym.query.sqlsafe`: one SELECT,
+        no file/network access, ``NEUSYM_SQL_TIMEOUT_S`` time limit, at most ``NEUSYM_SQL_MAX_ROWS``
+        rows and a byte cap on the response). Refused statements, SQL errors and timeouts are 400
+        with the reason. ``format: csv`` answers ``text/csv`` with ``X-Neusym-Version``,
+        ``X-Neusym-Row-Count`` and ``X-Neusym-Truncated`` headers."""
+        from neusym.query.sqlsafe import format_result, to_jsonable
+
+        max_rows = min(body.max_rows or settings.sql_max_rows, settings.sql_max_rows)
+        max_bytes = int(getattr(settings, "sql_max_bytes", SQL_MAX_BYTES))
+
+        def work(served: ServedVersion, cancel: threading.Event) -> Response:
+            try:
+                result = _run_sql(settings, served, body.sql, max_rows, cancel)
+            except BusyError as exc:
+                return JSONResponse({"detail": str(exc), "error": "busy"}, status_code=503,
+                                    headers={"Retry-After": str(exc.retry_after_s)})
+            except (UnsafeSQLError, SQLError, SQLTimeoutError) as exc:
+                kind = {UnsafeSQLError: "refused", SQLTimeoutError: "timeout",
+                        SQLResourceError: "resource"}.get(type(exc), "sql_error")
+                return JSONResponse({"detail": str(exc), "error": kind}, status_code=400)
+            by_bytes = bool(getattr(result, "bytes_capped", False))
+            if body.format == "csv":
+                text, cut = _cap_text(format_result(result, "csv"), max_bytes)
+                rows = max(text.count("\n") - 1, 0) if cut else result.row_count
+                truncated = result.truncated or cut
+                return Response(text, media_type="text/csv; charset=utf-8", headers={
+                    "X-Neusym-Version": str(served.number), "X-Neusym-Row-Count": str(rows),
+                    "X-Neusym-Truncated": ("bytes" if (cut or by_bytes) else "rows") if truncated else "false"})
+            rows = [[to_jsonable(v) for v in row] for row in result.rows]
+            rows, cut = _cap_json_rows(rows, max_bytes)
+            truncated = result.truncated or cut
+            payload = SqlResponse(version=served.number, columns=result.columns, types=result.types, rows=rows,
+                                  row_count=len(rows), truncated=truncated,
+                                  truncated_by=("bytes" if (cut or by_bytes) else "rows") if truncated else None,
+                                  cells_cut=int(getattr(result, "cells_cut", 0)),
+                                  elapsed_s=round(result.elapsed_s, 4))
+            return Response(payload.model_dump_json(), media_type="application/json")
+
+        return await state.with_version_until_disconnect("sql", request, work)
+
+    @api.get("/schema", tags=["sql"], response_model=SchemaResponse,
+             responses={200: {"content": {"text/markdown": {}}}})
+    async def schema(format: str = Query("json", pattern="^(json|markdown)$",
+                                         description="json, or markdown (the text of docs/schema.md)")) -> Any:
+        """Every table and view of the served version with its comments (what the agent sees as
+        [Database Schema], docs/schema.md) and example queries over the documented views."""
+
+        def work(served: ServedVersion) -> Any:
+            if format == "markdown":
+                return PlainTextResponse(served.schema_markdown, media_type="text/markdown; charset=utf-8")
+            relations = [{"name": t["table"], "kind": t.get("kind", "table"), "comment": t.get("comment"),
+                          "primary_key": list(t.get("primary_key") or []),
+                          "columns": [{"name": n, "type": str(ty), "comment": c} for n, ty, c in t["columns"]]}
+                         for t in served.schema]
+            return SchemaResponse(version=served.number, relations=relations, examples=SQL_EXAMPLES)
+
+        return await state.with_version("meta", work)
+
+    @api.get("/papers/{paper_id}", tags=["papers"])
+    async def paper(paper_id: str = PathParam(..., description="metadata.paper_id (UUID)")) -> JSONResponse:
+        """One paper: metadata, the section tree (with texts), tables (sanitised HTML), figures,
+        equations and references, each element with its page and bounding box
+        (``[x0, y0, width, height]`` in PDF points from the top-left corner). 404 for an unknown id."""
+
+        def work(served: ServedVersion) -> dict:
+            cur = served.cursor()
+            try:
+                return {"version": served.number, **paper_detail(cur, paper_id, settings)}
+            finally:
+                cur.close()
+
+        return JSONResponse(jsonable_encoder(await state.with_version("meta", work)))
+
+    @api.get("/papers/{paper_id}/pages/{page}.png", tags=["papers"], response_class=Response,
+             responses={200: {"content": {"image/png": {}}, "description": "The rendered page."}})
+    async def page_image(
+        paper_id: str = PathParam(..., description="metadata.paper_id (UUID)"),
+        page: str = PathParam(..., description="Page number, from 1."),
+        bbox: str | None = Query(None, description="x0,y0,width,height in PDF points from the top-left corner: "
+                                 "the box to highlight (what a citation points at)."),
+        zoom: float = Query(1.5, description="Scale: 1 = 72 dpi; 0.5-4. A page or box larger than the pixel "
+                            "budget (16 million pixels) is rendered at the largest zoom that fits; the "
+                            "X-Neusym-Zoom header says which."),
+        crop: bool = Query(False, description="Render only the box (and a small margin)."),
+    ) -> Response:
+        """Page ``page`` of the paper's PDF as PNG, with ``bbox`` outlined and shaded (or cropped to
+        it). 404 for an unknown paper or page or a paper without a PDF here; 400 for a malformed box
+        or one outside the page."""
+        try:
+            number = int(page)
+        except ValueError:
+            raise NotFound(f"no page {page[:40]!r}: pages are numbered from 1") from None
+        if number < 1:
+            raise NotFound(f"no page {number}: pages are numbered from 1")
+        box = parse_bbox(bbox)
+        pid = parse_paper_id(paper_id)
+
+        def work(served: ServedVersion) -> Any:
+            cur = served.cursor()
+            try:
+                pdf, sha = pdf_of(cur, pid, settings)
+            finally:
+                cur.close()
+            return state.renderer.render(pdf, number, bbox=box, zoom=zoom, crop=crop, key=sha)
+
+        image = await state.with_version("pages", work)
+        return Response(image.png, media_type="image/png",
+                        headers={"Cache-Control": "private, max-age=3600", "ETag": f'"{image.etag}"',
+                                 "X-Neusym-Zoom": f"{image.zoom:g}"})
+
+    # -- the agent ---------------------------------------------------------------------------
+    def check_ask(body: AskRequest) -> AskRequest:
+        """Refuse a blank question, an unknown method or unknown paper ids before anything runs."""
+        from neusym.query.agent.methods import MethodError, get_method
+
+        if not body.question.strip():
+            raise BadRequest("question must not be blank")
+        if body.method is not None:
+            try:
+                get_method(body.method)
+            except MethodError as exc:
+                raise BadRequest(str(exc)) from None
+        ids = []
+        for raw in body.paper_ids:
+            try:
+                ids.append(parse_paper_id(raw))
+            except NotFound:
+                raise BadRequest(f"paper_ids: {str(raw)[:80]!r} is not a paper id (a UUID)") from None
+        body.paper_ids = ids
+        return body
+
+    async def resolved_ask(body: AskRequest) -> AskRequest:
+        body = check_ask(body)
+        if body.paper_ids:
+            def work(served: ServedVersion) -> dict[str, str]:
+                cur = served.cursor()
+                try:
+                    return paper_titles(cur, body.paper_ids)
+                finally:
+                    cur.close()
+
+            known = await state.with_version("meta", work)
+            missing = [p for p in body.paper_ids if p not in known]
+            if missing:
+                raise NotFound(f"unknown paper id(s) in this corpus version: {', '.join(missing)}")
+        state.llm.check_room()  # a full queue is a 503 before anything starts (or a stream opens)
+        return body
+
+    def run_agent(body: AskRequest, on_event: Callable[[str, dict], None], cancel: threading.Event) -> dict:
+        """One agent run: waits for the LLM (:class:`LLMSlots`), then answers on the served version
+        (held until it ends) and returns the enriched answer. ``cancel`` set (the client went away)
+        stops it at its next token, SQL query or step and returns ``{}``; past
+        ``NEUSYM_AGENT_MAX_SECONDS`` it stops with :class:`AskTimeout`."""
+        from neusym.llm.chat import RunCancelled
+        from neusym.query.agent.actions import Environment
+        from neusym.query.agent.methods import DEFAULT_METHOD
+        from neusym.query.ask import ask
+
+        class _Stop(Exception):
+            pass
+
+        def on_step(step: Any) -> None:
+            if cancel.is_set():
+                raise _Stop()
+            on_step.turn += 1
+            on_event("step", {"index": on_step.turn, **step.to_dict()})
+
+        on_step.turn = 0
+        method = body.method or DEFAULT_METHOD
+        with state.llm.hold(cancel, on_queued=lambda running, waiting: on_event(
+                "queued", {"running": running, "waiting": waiting})) as held:
+            if not held:
+                return {}
+            timed_out = threading.Event()
+
+            def time_limit() -> None:
+                timed_out.set()
+                cancel.set()
+
+            timer = threading.Timer(settings.agent_max_seconds, time_limit)
+            timer.daemon = True
+            timer.start()
+            try:
+                with state.holder.use() as served:
+                    on_event("start", {"version": served.number, "question": body.question, "method": method,
+                                       "paper_ids": body.paper_ids})
+                    env = Environment(settings, version=served.version, db_schema=served.agent_schema)
+                    try:
+                        result = ask(body.question, settings=settings, method=method, paper_ids=body.paper_ids or None,
+                                     answer_format=body.answer_format, env=env, on_step=on_step, cancel=cancel)
+                    except (_Stop, RunCancelled):
+                        if timed_out.is_set():
+                            raise AskTimeout(f"the answer was stopped after {settings.agent_max_seconds:g} s "
+                                             "(NEUSYM_AGENT_MAX_SECONDS); ask a narrower question or name the "
+                                             "paper") from None
+                        return {}
+                    finally:
+                        env.close()
+                    out = {"version": served.number, **result.to_dict()}
+                    pids = {str(c.get("paper_id")) for c in out.get("citations") or []
+                            if isinstance(c, dict) and c.get("paper_id")}
+                    titles: dict[str, str] = {}
+                    if pids:
+                        cur = served.cursor()
+                        try:
+                            titles = paper_titles(cur, [p for p in pids if _is_uuid(p)])
+                        finally:
+                            cur.close()
+                    return enrich_answer(out, titles)
+            finally:
+                timer.cancel()
+
+    @api.post("/ask", response_class=EventSourceResponse, tags=["ask"],
+              responses={200: {"description": "Server-sent events: `queued` {running, waiting} while other runs hold "
+                                              "the model, `start` {version, question, method, paper_ids}, one `step` "
+                                              "per agent turn (thought, action, arguments, observation, ...), then "
+                                              "`answer` (the JSON answer, as /ask/json) or `error` {detail}."},
+                         503: {"model": ErrorResponse, "description": "The queue for the LLM is full (Retry-After)."}})
+    async def ask(body: AskRequest = Depends(resolved_ask)) -> AsyncIterator[ServerSentEvent]:
+        """Answer a question with the agent, streamed step by step as server-sent events (an answer
+        can take a minute on the offline model; each step is sent as soon as it is done, and
+        keep-alive comments flow meanwhile). Unknown methods and paper ids are refused (400/404)
+        and a full queue for the LLM (``NEUSYM_ASK_QUEUE_MAX`` runs waiting) is a 503 with
+        ``Retry-After``, before the stream starts. A client that disconnects cancels its run."""
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue = asyncio.Queue()
+        cancel = threading.Event()
+
+        def emit(kind: str, data: dict) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, (kind, data))
+
+        def work() -> None:
+            try:
+                answer = run_agent(body, emit, cancel)
+                if answer:
+                    emit("answer", answer)
+            except BusyError as exc:
+                emit("error", {"detail": str(exc), "retry_after": exc.retry_after_s})
+            except NeusymError as exc:
+                emit("error", {"detail": str(exc)})
+            except Exception as exc:  # noqa: BLE001 - reported to the client without a traceback
+                logger.exception("agent run failed")
+                emit("error", {"detail": f"internal error ({type(exc).__name__}); the server log has the details"})
+            finally:
+                emit("end", {})
+
+        task = asyncio.ensure_future(anyio.to_thread.run_sync(work, limiter=state.limiter("ask")))
+        try:
+            while True:
+                kind, data = await events.get()
+                if kind == "end":
+                    break
+                yield ServerSentEvent(event=kind, data=data)
+        finally:
+            cancel.set()  # a client that went away stops the run at its next token, query or step
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                logger.error("agent task: %s", task.exception())
+
+    @api.get("/ask/methods", tags=["ask"])
+    async def ask_methods() -> list[dict]:
+        """The agent methods ``POST /ask`` accepts: ``[{"name", "description", "default"}]`` (neusym.query.agent.methods)."""
+        from neusym.query.agent.methods import DEFAULT_METHOD, METHODS
+
+        return [{"name": m.name, "description": getattr(m, "summary", ""), "default": m.name == DEFAULT_METHOD}
+                for m in METHODS.values()]
+
+    @api.post("/ask/json", tags=["ask"],
+              responses={503: {"model": ErrorResponse, "description": "The queue for the LLM is full, or the wait "
+                                                                      "for it ran out (Retry-After)."}})
+    async def ask_json(request: Request, body: AskRequest = Depends(resolved_ask)) -> Response:
+        """The same agent run as ``POST /ask``, answered once at the end as one JSON object:
+        ``answer``, ``trajectory``, ``turns``, tokens, ``seconds``, ``stop_reason``, ``version`` and,
+        when the agent gives them, ``route``, ``verification`` and ``citations`` (each with a
+        ``page_image`` URL when it names a page). A failing LLM is a 502 with its message; a full
+        queue or a run past ``NEUSYM_AGENT_MAX_SECONDS`` a 503. A client that disconnects cancels
+        its run (checked every 0.25 s)."""
+        from neusym.llm.chat import LLMError
+
+        cancel = threading.Event()
+        task = asyncio.ensure_future(anyio.to_thread.run_sync(lambda: run_agent(body, lambda k, d: None, cancel),
+                                                              limiter=state.limiter("ask")))
+        try:
+            while True:
+                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+                if done:
+                    break
+                if await request.is_disconnected():
+                    cancel.set()
+                    logger.info("client of POST /ask/json went away; its run is cancelled")
+                    with contextlib.suppress(Exception):
+                        await task
+                    return Response(status_code=499)
+        finally:
+            cancel.set()
+        try:
+            answer = task.result()
+        except LLMError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=502)
+        except (NoCorpusVersion, BusyError, AskTimeout):
+            raise
+        except NeusymError as exc:
+            return JSONResponse({"detail": str(exc)}, status_code=400)
+        return JSONResponse(jsonable_encoder(answer))
+
+    app.include_router(api)
+    return app
+
+
+def _package_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("neusym")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        parse_paper_id(value)
+        return True
+    except NotFound:
+        return False

@@ -1,0 +1,814 @@
+"""Method ``auto``: a query router with symbolic and paper-search fast paths, focused reading, the
+full agent, a verifier and citations.
+
+SymRAG's adaptive routing: cheap features of the question (:func:`features`: length, named
+entities, cue words such as *how many*, *which paper*, *table*, *figure*, *compare*, *both*), the
+papers it is about and, only when those leave it open, one constrained LLM call, choose a path:
+
+- ``symbolic`` — metadata and aggregate questions compiled to SQL templates over the section tree
+  (:mod:`neusym.query.agent.symbolic`); no LLM;
+- ``paper_search`` — "which paper / find the work that ..." answered by the paper index with
+  venue/year/author filters parsed from the question and the AirQA ``conference`` scope; no LLM;
+- ``focused`` — a question about the text, tables, figures or formulas of one paper or of several
+  given or named papers (each paper searched on its own): BM25 and dense hits over their chunks,
+  table contents and captions, figure captions and OCR text and equations, fused by reciprocal rank (SR-RAG), each chunk labelled with its enclosing section and cut around
+  the sentences the question asks about, tables shown whole (caption + rows), figures with their
+  OCR text, page 1's author block for author/affiliation questions; then ONE LLM call with a
+  compact prompt, its answer typed by the answer format (:func:`answer_schema`). Extremum, threshold
+  and gap (two columns) questions over a retrieved table are computed (:mod:`neusym.query.agent.tableops`:
+  the model picks operation and columns, Python computes);
+- ``agent`` — the full NeuSym-RAG loop, for questions that name no paper and do not ask for one
+  (open-ended questions over the collection). Questions about several named papers went to the
+  agent before: 1 of the 12 dev items that took it was right, 3 of 12 with the focused reading of
+  each paper, in one LLM call instead of a median 57 s loop.
+
+Every answer is checked by :func:`neusym.query.agent.verify.verify`; a failed check triggers one repair
+round (the focused prompt with the failed claims named). Every answer carries the cells it used
+as :class:`neusym.query.agent.citations.Citation`. Each decision is logged with its features.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from typing import Any, Callable
+
+from neusym.llm.chat import make_llm
+from neusym.query.agent.actions import Environment
+from neusym.query.agent.citations import citations_for, word_tokens
+from neusym.query.agent.react import run_loop
+from neusym.query.agent.results import AgentResult, Step
+from neusym.query.agent.symbolic import (
+    Intent,
+    answer_intent,
+    answer_publication_many,
+    answer_shared_authors,
+    parse_intent,
+    render_answer,
+    resolve_papers,
+    unknown_titles,
+)
+from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
+from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
+from neusym.errors import NeusymError
+
+logger = logging.getLogger(__name__)
+
+ROUTES = ("symbolic", "paper_search", "focused", "agent")
+
+_PAPER_CUE = re.compile(
+    r"^\s*(?:(?:is|are)\s+there\s+(?:any|a|an|some)?\s*(?:recent\s+)?(?:papers?|works?|stud(?:y|ies)|research)\b|"
+    r"(?:which|what)\s+(?:papers?|works?|stud(?:y|ies)|article)\b|"
+    r"(?:can you\s+)?(?:find|recommend|suggest|show)\s+(?:me\s+)?(?:a|the|any|some)?\s*(?:papers?|works?|stud(?:y|ies))\b|"
+    r"(?:i(?:'m|’m| am)\s+)?(?:looking|searching)\s+for\s+(?:a\s+|any\s+|some\s+)?(?:papers?|works?|research|stud(?:y|ies))\b|"
+    r"has\s+anyone\b)", re.I)
+_TITLE_FORMAT = re.compile(r"\btitle\b", re.I)
+_COMPARE = re.compile(r"\b(compare|compared|comparison|both|versus|vs\.?|each of|between the two|two papers|"
+                      r"differ(?:ence|ent|s)? between|common|shared by|in common)\b", re.I)
+_MODALITY = {"table": re.compile(r"\btables?\b", re.I), "figure": re.compile(r"\b(figures?|fig\.|plots?|images?|charts?)\b", re.I),
+             "formula": re.compile(r"\b(equations?|formulas?|formulae|eq\.)\b", re.I)}
+_ENTITY = re.compile(r"\b(?:[A-Z][a-z]*[A-Z]\w*|[A-Z]{2,}\w*|\d+(?:\.\d+)?%?)\b|\"[^\"]+\"")
+_YEAR = re.compile(r"\b(19[5-9]\d|20[0-4]\d)\b")
+_VENUES = ("acl", "emnlp", "naacl", "eacl", "aacl", "coling", "iclr", "icml", "neurips", "nips", "aaai", "ijcai",
+           "cvpr", "iccv", "eccv", "kdd", "sigir", "www", "tacl", "cl", "findings")
+_VENUE_RX = re.compile(r"\b(" + "|".join(_VENUES) + r")(?:[\s-]?(\d{4}))?\b", re.I)
+_CONF = re.compile(r"^([a-z]+)(\d{4})$")
+
+
+# ------------------------------------------------------------------------------------------ routing
+def features(question: str, paper_ids: list[str] | None, answer_format: str | None) -> dict:
+    """SymRAG-style cheap features of a question (no model): sizes, entity count and cue flags."""
+    q = " ".join((question or "").split())
+    return {
+        "tokens": len(q.split()),
+        "entities": len(_ENTITY.findall(question or "")),
+        "papers_given": len(paper_ids or []),
+        "paper_search_cue": bool(_PAPER_CUE.search(q)),
+        "title_format": bool(_TITLE_FORMAT.search(answer_format or "")),
+        "compare_cue": bool(_COMPARE.search(q)),
+        "modality": [m for m, rx in _MODALITY.items() if rx.search(q)],
+        "symbolic_intent": (parse_intent(q).kind if parse_intent(q) else None),
+    }
+
+
+@dataclass
+class RouteDecision:
+    """The chosen ``route``, the ``features`` behind it, the ``reason``, the papers the question is
+    about and the symbolic ``intent`` (when there is one); ``llm_used`` when the tie-break LLM ran."""
+
+    route: str
+    features: dict
+    reason: str
+    papers: list[tuple[str, str]]
+    intent: Intent | None = None
+    llm_used: bool = False
+
+
+_ROUTE_SCHEMA = {
+    "type": "object",
+    "properties": {"route": {"type": "string", "enum": ["find_paper", "one_paper_detail", "several_papers_or_open"]}},
+    "required": ["route"],
+    "additionalProperties": False,
+}
+
+
+def route_question(question: str, *, paper_ids: list[str] | None, answer_format: str | None, env: Any,
+                   llm: Any = None, conferences: list[str] | None = None) -> RouteDecision:
+    """Choose the route of ``question`` (see the module docstring). Rules first; an LLM call (one,
+    JSON-constrained to three classes) only when no paper is given or named and no cue decides."""
+    f = features(question, paper_ids, answer_format)
+    papers = resolve_papers(question, paper_ids, env)
+    intent = parse_intent(question)
+    f["papers_resolved"] = len(papers)
+    missing = [] if paper_ids else unknown_titles(question, env)
+    if missing:
+        return RouteDecision("symbolic", f, f"names a paper that is not in the corpus: '{missing[0]}'", papers,
+                             Intent("missing_paper", missing=missing[0]))
+    if not paper_ids and (f["paper_search_cue"] or (conferences and f["title_format"])):
+        return RouteDecision("paper_search", f, "asks for a paper, none given", papers)
+    if intent is not None and intent.kind == "shared_authors" and len(papers) >= 2:
+        return RouteDecision("symbolic", f, "authors shared by the papers", papers, intent)
+    if intent is not None and intent.kind == "publication" and len(papers) >= 2:
+        return RouteDecision("symbolic", f, "venue / pages of each paper", papers, intent)
+    if intent is not None and intent.kind != "shared_authors" and len(papers) == 1 and not f["compare_cue"]:
+        return RouteDecision("symbolic", f, f"metadata/aggregate intent '{intent.kind}' about one paper", papers, intent)
+    if len(papers) == 1:
+        why = "a comparison within one paper" if f["compare_cue"] else "about one paper's content"
+        return RouteDecision("focused", f, why, papers, intent)
+    if len(papers) >= 2:
+        return RouteDecision("focused", f, "about several papers: the best excerpts of each", papers, intent)
+    if f["compare_cue"]:
+        return RouteDecision("agent", f, "a comparison, no paper given or named", papers, intent)
+    if llm is not None:
+        choice = _llm_route(question, answer_format, llm)
+        if choice == "find_paper":
+            return RouteDecision("paper_search", f, "LLM: asks for a paper", papers, intent, llm_used=True)
+        return RouteDecision("agent", f, f"LLM: {choice}", papers, intent, llm_used=True)
+    return RouteDecision("agent", f, "no paper given or named", papers, intent)
+
+
+def _llm_route(question: str, answer_format: str | None, llm: Any) -> str:
+    prompt = ("Classify the question about AI research papers.\n"
+              "find_paper: the answer is the title of a paper to be found.\n"
+              "one_paper_detail: a detail of one specific paper.\n"
+              "several_papers_or_open: anything else.\n"
+              f"[Question]: {question}\n[Answer Format]: {answer_format or '-'}")
+    try:
+        reply = llm.chat([{"role": "user", "content": prompt}], json_schema=_ROUTE_SCHEMA, max_tokens=20)
+        return json.loads(reply.text).get("route", "several_papers_or_open")
+    except (NeusymError, ValueError, AttributeError):
+        return "several_papers_or_open"
+
+
+# ------------------------------------------------------------------------------------ paper search
+def search_filters(question: str, conferences: list[str] | None) -> dict:
+    """venue / year filters for paper search: the AirQA ``conference`` scope (``["acl2023"]``) when
+    it names one conference, else a venue (and year) named in the question ("at ACL 2023")."""
+    if conferences and len(conferences) == 1:
+        m = _CONF.match(conferences[0].strip().lower())
+        if m:
+            return {"venue": m.group(1), "year": int(m.group(2))}
+    m = _VENUE_RX.search(question or "")
+    if m:
+        out: dict = {"venue": m.group(1).lower().replace("nips", "neurips")}
+        if m.group(2):
+            out["year"] = int(m.group(2))
+        return out
+    return {}
+
+
+# -------------------------------------------------------------------------------- focused reading
+FOCUS_VIEWS = [  # (table, column, collections, modality)
+    ("chunks", "text_content", (BM25_COLLECTION, DENSE_COLLECTION), "text"),
+    ("tables", "table_content", (BM25_COLLECTION, DENSE_COLLECTION), "table"),
+    ("tables", "table_caption", (BM25_COLLECTION,), "table"),
+    ("images", "image_caption", (BM25_COLLECTION, DENSE_COLLECTION), "figure"),
+    ("images", "image_ocr_text", (BM25_COLLECTION,), "figure"),
+    ("equations", "equation_content", (BM25_COLLECTION,), "formula"),
+]
+RRF_K = 60
+OFF_MODALITY_WEIGHT = 0.35
+EVIDENCE_ITEMS = 4
+EVIDENCE_CHARS = 650
+#: A table or figure (caption and rows / OCR text) may take more room than a text chunk: cut there.
+ELEMENT_EVIDENCE_CHARS = 2000
+#: A question about several papers reads this many cells of each of its first MAX_FOCUSED_PAPERS papers.
+EVIDENCE_PER_PAPER = 3
+MAX_FOCUSED_PAPERS = 3
+
+
+def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
+                     k: int = EVIDENCE_ITEMS, ensure_table: bool = False) -> list[dict]:
+    """The ``k`` best cells of the papers for the question: every (view, collection) list of
+    :data:`FOCUS_VIEWS` (6 hits each, filtered to the papers), fused by weighted reciprocal rank
+    (w / (60 + rank)): text lists w = 1, table / figure / formula lists w = 1 when the question
+    names that modality, else :data:`OFF_MODALITY_WEIGHT` (a paper's few figure captions would
+    otherwise top every question).
+
+    Several papers (a question comparing or joining them): each paper is searched on its own and
+    gets :data:`EVIDENCE_PER_PAPER` cells (the first :data:`MAX_FOCUSED_PAPERS` papers), in the order
+    the papers are given, so one well-matching paper cannot take every excerpt.
+
+    ``ensure_table`` (the question may ask for a table operation): when no table is among the ``k``,
+    one table is added as one more cell — of the :data:`TABLE_CANDIDATES` best-ranked tables, the one
+    whose numbers a text excerpt quotes, else the best-ranked —, so the operation has a table to work on without
+    displacing the text excerpts (raising the table weight instead lost as many text and formula
+    answers on the dev set as it gained tables)."""
+    if len(papers) > 1:
+        out: list[dict] = []
+        for paper in papers[:MAX_FOCUSED_PAPERS]:
+            out.extend(focused_evidence(question, [paper], env, modality=modality, k=EVIDENCE_PER_PAPER,
+                                        ensure_table=ensure_table))
+        return out
+    ids = ", ".join(f"'{pid}'" for pid, _ in papers)
+    flt = f"paper_id in [{ids}]"
+    fused: dict[tuple[str, str], float] = {}
+    cells: dict[tuple[str, str], dict] = {}
+    for table, column, collections, kind in FOCUS_VIEWS:
+        weight = 1.0 if kind == "text" or kind in modality else OFF_MODALITY_WEIGHT
+        for collection in collections:
+            try:
+                hits = env.search(question, collection, table, column, flt, 6)
+            except NeusymError:
+                continue
+            for rank, hit in enumerate(hits):
+                key = (hit["table_name"], str(hit["primary_key"]))
+                fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank + 1)
+                cells.setdefault(key, hit)
+    order = sorted(fused, key=lambda key: -fused[key])
+    ranked = order[:k]
+    if ensure_table and not any(table == "tables" for table, _ in ranked):
+        candidates = [key for key in order[k:] if key[0] == "tables"][:TABLE_CANDIDATES]
+        ranked += [_table_the_excerpts_quote(candidates, [cells[key] for key in ranked], env)] if candidates else []
+    return [dict(cells[key], rrf=round(fused[key], 5)) for key in ranked]
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+#: How many of the best-ranked tables the table slot chooses among.
+TABLE_CANDIDATES = 3
+
+
+def _table_the_excerpts_quote(candidates: list[tuple[str, str]], excerpts: list[dict], env: Any) -> tuple[str, str]:
+    """The table (of ``candidates``, keys in rank order) whose cells the text ``excerpts`` quote: a
+    chunk that is a table's body read as text ("- Same Row 32.1 2.8 - Same Column 62.1 ...") shares
+    its numbers (at least 3 distinct decimals). The best-ranked candidate when no excerpt quotes one."""
+    quoted = {n for cell in excerpts if cell.get("table_name") == "chunks"
+              for n in _NUMBER.findall(str(cell.get("text") or "")) if "." in n}
+    if len(quoted) < 3:
+        return candidates[0]
+    best, best_shared = candidates[0], 0
+    for key in candidates:
+        rows = env.query("SELECT table_content FROM tables WHERE table_id = ?", [key[1]])
+        shared = len(quoted & set(_NUMBER.findall(rows[0][0] or ""))) if rows else 0
+        if shared >= 3 and shared > best_shared:
+            best, best_shared = key, shared
+    return best
+
+
+_AUTHOR_BLOCK = re.compile(r"\baffiliat\w*|\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal(?:ly)?\s+contribut\w*|"
+                           r"\bcorresponding\s+authors?\b|\bauthors?\b|\binstitut(?:e|es|ion|ions)\b|"
+                           r"\buniversit(?:y|ies)\b", re.I)
+_AUTHOR_NOTE = re.compile(r"equal(?:ly)?\s+contribut|contributed\s+equally|corresponding\s+author|work\s+(?:was\s+)?done|"
+                          r"first\s+authors|joint\s+first", re.I)
+_ABSTRACT_HEAD = re.compile(r"\n\s*(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
+
+
+def author_block_cells(question: str, papers: list[tuple[str, str]], env: Any) -> list[dict]:
+    """Page-1 cells with the author block of each paper, for questions about authors, affiliations,
+    e-mails or equal contribution (which retrieval over chunks rarely ranks first): the page text
+    before the abstract heading (at most :data:`EVIDENCE_CHARS` characters) and each page-1 line
+    with an author note ("equal contribution", "corresponding author", "work done at ..."), both
+    verbatim from ``pages.page_content``. ``[]`` when the question names none of these."""
+    if not _AUTHOR_BLOCK.search(question or "") or not papers:
+        return []
+    ids = [pid for pid, _ in papers]
+    rows = env.query("SELECT page_id::VARCHAR, ref_paper_id::VARCHAR, page_content FROM pages WHERE page_number = 1 "
+                     f"AND ref_paper_id::VARCHAR IN ({', '.join('?' for _ in ids)})", ids)
+    out = []
+    for page_id, paper_id, content in rows:
+        content = content or ""
+        head = _ABSTRACT_HEAD.split(content, maxsplit=1)[0].strip()[:EVIDENCE_CHARS]
+        base = {"table_name": "pages", "column_name": "page_content", "primary_key": page_id, "page_number": 1,
+                "paper_id": paper_id}
+        if head:
+            out.append(dict(base, text=head))
+        out.extend(dict(base, text=line.strip()) for line in content.splitlines()
+                   if _AUTHOR_NOTE.search(line) and line.strip() not in head)
+    return out
+
+
+class _TableRows(HTMLParser):
+    """Rows of an HTML table as lists of cell texts; a cell spanning n columns is repeated n times so
+    the columns of every row stay aligned with the header."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+        self._span = 1
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+            span = dict(attrs).get("colspan") or "1"
+            self._span = min(int(span), 20) if span.isdigit() and int(span) > 0 else 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            if not self.rows:
+                self.rows.append([])
+            self.rows[-1].extend([" ".join("".join(self._cell).split())] * self._span)
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def close(self) -> None:
+        super().close()
+        if self._cell is not None:  # cut HTML: keep the cell that was being read
+            self.handle_endtag("td")
+
+
+def _parse_rows(html_table: str) -> list[list[str]]:
+    parser = _TableRows()
+    try:
+        parser.feed(html_table or "")
+        parser.close()
+    except (ValueError, AssertionError):
+        return []
+    return parser.rows
+
+
+def _rows_text(rows: list[list[str]]) -> str:
+    return "\n".join(" | ".join(row) for row in rows if any(row))
+
+
+def table_rows_text(html_table: str) -> str:
+    """An HTML table (``tables.table_content``) as one line per row, cells joined by `` | ``
+    (column spans repeated, so columns line up); the input unchanged when it holds no table row.
+    A third of the characters of the HTML for the same rows, which lets a whole table into the
+    focused prompt."""
+    return _rows_text(_parse_rows(html_table)) or html_table
+
+
+def element_contexts(cells: list[dict], env: Any) -> None:
+    """Set ``context`` on table and figure cells: the whole element as a reader sees it, whichever of
+    its columns matched. Tables: caption, then the rows (:func:`table_rows_text`); figures: caption,
+    then the text OCR read inside the figure. Table cells also get ``table_rows`` (lists of cell texts)
+    for :mod:`neusym.query.agent.tableops`. Other cells are left as they are."""
+    for table, columns in (("tables", "table_caption, table_content"), ("images", "image_caption, image_ocr_text")):
+        pk = PRIMARY_KEYS[table]
+        keys = [str(c["primary_key"]) for c in cells if c["table_name"] == table]
+        if not keys:
+            continue
+        rows = env.query(f"SELECT {pk}::VARCHAR, {columns} FROM {table} WHERE {pk}::VARCHAR IN "
+                         f"({', '.join('?' for _ in keys)})", keys)
+        found = {key: (caption or "", body or "") for key, caption, body in rows}
+        for c in cells:
+            if c["table_name"] != table or str(c["primary_key"]) not in found:
+                continue
+            caption, body = found[str(c["primary_key"])]
+            caption = " ".join(caption.split())
+            if table == "tables":
+                c["table_rows"] = _parse_rows(body)
+                c["context"] = (caption + "\n" if caption else "") + (_rows_text(c["table_rows"]) or body)
+            else:
+                ocr = " ".join(body.split())
+                c["context"] = caption + (f"\n[text inside the figure, read by OCR]: {ocr}" if ocr else "")
+
+
+_STOP = frozenset("a an the of in on at to for from by with and or is are was were be been does do did what which who "
+                  "whom how many much this that these those it its their there than as into over under when where why "
+                  "paper papers authors author use used using".split())
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9(\[])")
+
+
+def _terms(text: str) -> set[str]:
+    return {t for t in word_tokens(text) if t not in _STOP and (len(t) > 2 or t.isdigit())}
+
+
+def focus_text(text: str, question: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters around what the question asks: the run of whole
+    sentences sharing the most words with the question (ties: the earliest), with `` ... `` where
+    text was left out. A retrieved chunk is longer than the prompt can hold for each of several
+    excerpts, and its answer sentence is often past the first ``limit`` characters."""
+    text = " ".join((text or "").split())
+    if len(text) <= limit:
+        return text
+    sentences = _SENTENCE_END.split(text)
+    want = _terms(question)
+    scores = [len(_terms(s_) & want) for s_ in sentences]
+    best, best_score = (0, 0), -1
+    for i in range(len(sentences)):
+        size, score, j = 0, 0, i
+        while j < len(sentences) and size + len(sentences[j]) + 1 <= limit:
+            size += len(sentences[j]) + 1
+            score += scores[j]
+            j += 1
+        if j > i and score > best_score:
+            best, best_score = (i, j), score
+    i, j = best
+    if j <= i:  # one sentence longer than the limit: its beginning
+        return text[:limit] + " ..."
+    return ("... " if i > 0 else "") + " ".join(sentences[i:j]) + (" ..." if j < len(sentences) else "")
+
+
+def short_title(title: str) -> str:
+    """How a reader names a paper in running text: the part of the title before its colon when that
+    is short ("SPECTER: Document-level ..." -> "SPECTER"), else its first six words."""
+    title = " ".join((title or "").split())
+    head = title.split(":", 1)[0]
+    if ":" in title and len(head) <= 40:
+        return head
+    words = title.split()
+    return " ".join(words[:6]) + (" ..." if len(words) > 6 else "")
+
+
+def _evidence_block(cells: list[dict], env: Any, question: str = "",
+                    papers: list[tuple[str, str]] | None = None) -> list[str]:
+    """The numbered evidence lines of the focused prompt; with several ``papers`` each line names
+    its paper (:func:`short_title`)."""
+    names = {pid: short_title(title) for pid, title in papers or []} if len(papers or []) > 1 else {}
+    chunk_ids = [c["primary_key"] for c in cells if c["table_name"] == "chunks"]
+    sections = {}
+    if chunk_ids:
+        for cid, title in env.query(
+                "SELECT c.chunk_id::VARCHAR, s.section_title FROM chunks c LEFT JOIN sections s "
+                f"ON s.section_id = c.ref_section_id WHERE c.chunk_id::VARCHAR IN ({', '.join('?' for _ in chunk_ids)})",
+                chunk_ids):
+            sections[cid] = title
+    out = []
+    for i, c in enumerate(cells, start=1):
+        where = f"page {c.get('page_number')}"
+        if names.get(str(c.get("paper_id"))):
+            where = f"{names[str(c['paper_id'])]}, {where}"
+        if c["table_name"] == "chunks" and sections.get(c["primary_key"]):
+            where += f", section '{sections[c['primary_key']]}'"
+        elif c["table_name"] in ("tables", "images") and c.get("context"):
+            where += ", table" if c["table_name"] == "tables" else ", figure"
+        elif c["table_name"] != "chunks":
+            where += f", {c['table_name']}.{c['column_name']}"
+        if c.get("context"):  # a table or figure: keep its rows on their lines
+            text = "\n".join(" ".join(line.split()) for line in c["context"].splitlines() if line.strip())
+            limit = ELEMENT_EVIDENCE_CHARS
+        else:
+            text, limit = focus_text(c.get("text") or "", question, EVIDENCE_CHARS), EVIDENCE_CHARS + 8
+        if len(text) > limit:
+            text = text[:limit] + " ..."
+        out.append(f"[{i}] ({where}) {text}")
+    return out
+
+
+_EVIDENCE_NUMBERS = {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 15}, "maxItems": 4}
+_TEXT = {"type": "string", "maxLength": 500}
+_ELEMENT = {"anyOf": [{"type": "string", "maxLength": 300}, {"type": "number"}, {"type": "boolean"}]}
+
+
+_LITERAL = re.compile(r"(?<![\w.@])(?<!\w-)\d+(?:\.\d+)?%?(?![\w.])")
+_ELEMENT_NUMBER = re.compile(r"\b(?:tables?|figures?|fig\.|sections?|eq\.|equations?|appendix|algorithm|steps?)\s*$", re.I)
+_ASSIGNMENT = re.compile(r"\b[A-Za-z]\w{0,10}\s*=\s*-?\d")
+_WORKED_ASK = re.compile(r"\b(?:using|if|given|whose|when|for\s+a|suppose|assume)\b", re.I)
+
+
+def worked_computation(question: str) -> bool:
+    """Whether ``question`` gives the numbers to compute with ("... what is the loss for a triple whose
+    distances are 0.8 and 1.5?", "If J = 0.5 and C = 0.8 ...", "given its 24 layers and 16 heads"): an
+    assignment such as ``R = 1``, or two numbers or more (not years, not "Table 2" / "recall@1") with a
+    compute or condition word. Such answers are written as an expression and computed."""
+    q = question or ""
+    if _ASSIGNMENT.search(q):
+        return True
+    literals = [m for m in _LITERAL.finditer(q)
+                if not re.fullmatch(r"(?:19|20)\d\d", m.group(0)) and not _ELEMENT_NUMBER.search(q[:m.start()])]
+    return len(literals) >= 2 and (asks_to_compute(q) or bool(_WORKED_ASK.search(q)))
+
+
+def answer_schema(answer_format: str | None, *, compute: bool = False, worked: bool = False) -> dict:
+    """The JSON schema of the focused answer: ``{"answer": <value>, "evidence": [excerpt numbers]}``
+    with ``<value>`` typed as the answer format asks (:func:`neusym.query.agent.answer_format.shape_of`):
+    a JSON array of exactly N strings / numbers / booleans for "a Python list of N elements", an
+    integer, a number, a boolean, else a string. Constraining a small model to a string when the
+    format asks for a list or a number made it write fragments such as ``:[`` or ``,27``.
+    ``compute``: the question asks for a computed number, so a number may also be a string holding
+    an arithmetic expression (list elements always may), computed afterwards by CalculateExpr.
+    ``worked`` (:func:`worked_computation`): a number must be such an expression: answering the number
+    directly, the 1.5B model got none of the dev set's seven worked computations right."""
+    from neusym.query.agent.answer_format import shape_of
+
+    shape = shape_of(answer_format)
+    expression = {"type": "string", "maxLength": 200}
+    value: dict = _TEXT
+    if shape.kind == "list":
+        value = {"type": "array", "items": _ELEMENT}
+        if shape.length:
+            value.update(minItems=shape.length, maxItems=shape.length)
+        else:
+            value["maxItems"] = 20
+    elif shape.kind in ("int", "float"):
+        number = {"type": "integer" if shape.kind == "int" else "number"}
+        value = expression if worked else ({"anyOf": [number, expression]} if compute else number)
+    elif shape.kind == "bool":
+        value = {"type": "boolean"}
+    if worked:  # the formula written out first, then the expression that evaluates it
+        return {"type": "object", "properties": {"formula": {"type": "string", "maxLength": 300}, "answer": value,
+                                                 "evidence": _EVIDENCE_NUMBERS},
+                "required": ["formula", "answer", "evidence"], "additionalProperties": False}
+    return {"type": "object", "properties": {"answer": value, "evidence": _EVIDENCE_NUMBERS},
+            "required": ["answer", "evidence"], "additionalProperties": False}
+
+
+FOCUSED_SYSTEM = (
+    "You answer a question about research papers using only the numbered evidence excerpts. "
+    "Reply with JSON: \"answer\" in exactly the required answer format, and \"evidence\": the numbers of the "
+    "excerpts that support it. Copy names and numbers exactly as written in the evidence."
+)
+#: Added to :data:`FOCUSED_SYSTEM` only when the question asks for a computed value (difference, ratio,
+#: total, ...): otherwise the small model starts writing code for numbers it should copy. It names no
+#: numbers: with an example such as "(85.2 - 80.1) / 80.1 * 100" the model answered that example.
+COMPUTE_HINT = (
+    " When the answer is a number computed from numbers in the evidence, you may write it as a string holding "
+    "the arithmetic expression over the numbers copied from the evidence (operators + - * / ** and exp, log, "
+    "sqrt); it is computed for you."
+)
+
+#: Replaces :data:`COMPUTE_HINT` when the question gives the numbers (:func:`worked_computation`).
+WORKED_HINT = (
+    " The question gives numbers to compute with. First write \"formula\": the formula or rule from the evidence "
+    "with the question's numbers put in. Then write each number of \"answer\" as a string holding that arithmetic "
+    "expression (operators + - * / ** ( ) and functions max, min, sum, exp, log, sqrt); it is computed for you."
+)
+
+
+def focused_answer(question: str, answer_format: str | None, papers: list[tuple[str, str]], cells: list[dict],
+                   env: Any, llm: Any, *, note: str = "") -> tuple[Any, list[dict], Any]:
+    """One LLM call over the evidence ``cells``, its reply constrained by :func:`answer_schema`: (the answer
+    as the model wrote it — a string, or a list / number / boolean when the format asks for one —, the
+    cells it cites, the LLM reply)."""
+    lines = _evidence_block(cells, env, question, papers)
+    titles = "; ".join(t for _, t in papers)
+    user = (f"[Question]: {question.strip()}\n[Answer Format]: {(answer_format or 'A concise answer.').strip()}\n"
+            f"[Paper]: {titles}\n[Evidence]:\n" + "\n".join(lines))
+    if note:
+        user += f"\n[Check]: {note}"
+    worked = worked_computation(question)
+    compute = asks_to_compute(question) or worked
+    system = FOCUSED_SYSTEM + (WORKED_HINT if worked else COMPUTE_HINT if compute else "")
+    reply = llm.chat([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                     json_schema=answer_schema(answer_format, compute=compute, worked=worked), max_tokens=200)
+    try:
+        data = json.loads(reply.text)
+        answer = data.get("answer", "")
+        answer = answer.strip() if isinstance(answer, str) else answer
+        used = [cells[i - 1] for i in data.get("evidence", []) if isinstance(i, int) and 1 <= i <= len(cells)]
+        if worked and not isinstance(answer, list):
+            answer = formula_expression(data.get("formula")) or answer
+    except (ValueError, TypeError, AttributeError):
+        answer, used = reply.text.strip(), []
+    return answer, used, reply
+
+
+def formula_expression(formula: Any) -> str | None:
+    """The arithmetic in the model's written-out ``formula`` ("13 * 24 * 16", "L = max(0.8 - 1.5 + 1, 0)"):
+    the right-most ``=``-separated part that has an operator and evaluates to a number
+    (:func:`neusym.query.calc.calculate`), else None. The small model writes the right arithmetic and then a
+    wrong result ("13 * 24 * 16" and answer 5184): the arithmetic is what gets computed."""
+    from neusym.query.calc import calculate
+
+    if not isinstance(formula, str):
+        return None
+    for part in reversed(formula.split("=")):
+        part = part.strip().rstrip(".")
+        if not re.search(r"\d\s*[-+*/]\s*[\d(]|\w\(", part):
+            continue
+        try:
+            value = calculate(part)
+        except NeusymError:
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return part
+    return None
+
+
+# ------------------------------------------------------------------------------------ orchestration
+def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: list[str] | None = None,
+                answer_format: str | None = None, env: Any = None, on_step: Callable[[Any], None] | None = None,
+                conferences: list[str] | None = None) -> Any:
+    """Answer ``question`` with the router (see the module docstring); returns an
+    :class:`neusym.query.agent.results.AgentResult` with ``route``, ``route_features``, ``verification`` and
+    ``citations`` set, and the steps taken as its trajectory. Arguments as for
+    :func:`neusym.query.ask.ask`. Raises :class:`neusym.llm.chat.LLMError` when an
+    LLM call fails, NoCorpusVersion when nothing is published.
+    """
+    started = time.monotonic()
+    own_env = env is None
+    env = env or Environment(settings)
+    result = AgentResult(question=question, answer=None, method="auto")
+    lazy_llm: list[Any] = [llm]
+
+    def get_llm() -> Any:
+        if lazy_llm[0] is None:
+            lazy_llm[0] = make_llm(settings)
+        return lazy_llm[0]
+
+    def add_step(step: Any) -> None:
+        result.trajectory.append(step)
+        if on_step:
+            on_step(step)
+
+    try:
+        needs_llm = not paper_ids and not features(question, paper_ids, answer_format)["paper_search_cue"]
+        decision = route_question(question, paper_ids=paper_ids, answer_format=answer_format, env=env,
+                                  llm=get_llm() if needs_llm and not resolve_papers(question, None, env)
+                                  and not unknown_titles(question, env) else None,
+                                  conferences=conferences)
+        if decision.llm_used:
+            result.turns += 1
+        result.route = decision.route
+        result.route_features = dict(decision.features, reason=decision.reason,
+                                      papers=[pid for pid, _ in decision.papers], llm_used=decision.llm_used)
+        logger.info("route %s (%s) for %r: %s", decision.route, decision.reason, question[:120], decision.features)
+        if decision.route == "symbolic" and decision.intent.kind == "missing_paper":
+            title = decision.intent.missing
+            result.answer = f"No paper titled '{title}' is in the corpus."
+            add_step(Step(thought=result.answer, action="RetrieveFromDatabase",
+                          arguments={"sql": "SELECT title FROM metadata"}, observation=result.answer, fixed=True))
+            result.verification = Verification("pass", [Check(title, "title", True, "no title in metadata.title "
+                                                               "contains it")]).to_dict()
+            return result
+        if decision.route == "symbolic":
+            if decision.intent.kind == "shared_authors":
+                sym = answer_shared_authors(decision.papers, env, answer_format)
+            elif len(decision.papers) >= 2:
+                sym = answer_publication_many(decision.intent, decision.papers, env, answer_format)
+            else:
+                sym = answer_intent(decision.intent, decision.papers[0], env, answer_format)
+            if sym is not None:
+                add_step(Step(thought=sym.explanation, action="RetrieveFromDatabase",
+                              arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
+                result.answer = sym.answer
+                result.verification = (verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
+                                        if sym.known else Verification("unverifiable", [Check(
+                                            "not in the corpus", "sql", None, sym.explanation)]).to_dict())
+                result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
+                return result
+            # the template could not answer (no such section, no author list ...): read the paper(s)
+            result.route = "focused" if decision.papers else "agent"
+            result.route_features["reason"] += f"; template had no answer, {result.route} instead"
+        if result.route == "paper_search":
+            return _paper_search(question, conferences, env, settings, result, add_step)
+        if result.route == "focused":
+            return _focused(question, answer_format, decision, env, get_llm(), result, add_step)
+        sub = run_loop(question, settings=settings, llm=get_llm(), paper_ids=paper_ids,
+                              answer_format=answer_format, env=env, on_step=on_step, method="neusym",
+                              conferences=conferences, _record=True)
+        sub.method, sub.route, sub.route_features = "auto", "agent", result.route_features
+        sub.turns += result.turns
+        sub.trajectory = result.trajectory + sub.trajectory
+        return sub
+    finally:
+        result.seconds = time.monotonic() - started
+        if own_env:
+            env.close()
+
+
+def _paper_search(question: str, conferences: list[str] | None, env: Any, settings: Any, result: Any,
+                  add_step: Callable) -> Any:
+    from neusym.store.paper_index import PaperIndex
+
+    filters = search_filters(question, conferences)
+    index = PaperIndex(env.version.papers, settings)
+    hits = index.search(question, limit=5, **filters)
+    if not hits and filters:
+        hits = index.search(question, limit=5)
+        filters = {}
+    text = "\n".join(f"{i}. {h.title} ({h.venue or '-'} {h.year or ''}) score {h.score}" for i, h in enumerate(hits, 1))
+    add_step(Step(thought=f"paper search with filters {filters or 'none'}", action="SearchPapers",
+                  arguments={"query": question, **filters}, observation=text or "no paper found", fixed=True))
+    if not hits:
+        result.verification = Verification("unverifiable").to_dict()
+        return result
+    top = hits[0]
+    result.answer = top.title
+    result.verification = verify(top.title, [], titles=normalised_titles(env)).to_dict()
+    cells = [{"table_name": "metadata", "column_name": "abstract", "primary_key": top.paper_id,
+              "text": top.snippet or top.title}]
+    result.citations = [c.to_dict() for c in citations_for(env, cells, question)]
+    result.candidates = [h.to_dict() for h in hits]
+    return result
+
+
+def _focused(question: str, answer_format: str | None, decision: RouteDecision, env: Any, llm: Any, result: Any,
+             add_step: Callable) -> Any:
+
+    from neusym.query.agent.tableops import OPERATION_CUE
+
+    cells = focused_evidence(question, decision.papers, env, modality=decision.features.get("modality", []),
+                             ensure_table=bool(OPERATION_CUE.search(question)))
+    cells = author_block_cells(question, decision.papers, env) + cells
+    element_contexts(cells, env)
+    add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
+                  action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in decision.papers]},
+                  observation="\n".join(_evidence_block(cells, env, question, decision.papers)), fixed=True))
+    compute = asks_to_compute(question) or worked_computation(question)
+    cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step, compute)
+    if direct is not None:  # the computed rows are the answer in the shape the format asks for
+        result.answer = direct
+        result.verification = Verification("pass", [Check(render_answer(direct), "table", True, cells[0]["context"])]).to_dict()
+        result.citations = [c.to_dict() for c in citations_for(env, cells[:1], direct)]
+        return result
+    answer, used, reply = focused_answer(question, answer_format, decision.papers, cells, env, llm)
+    _count(result, reply)
+    add_step(Step(thought="answer from the evidence", action="GenerateAnswer", arguments={"answer": answer},
+                  observation="", raw=reply.text, prompt_tokens=reply.prompt_tokens,
+                  completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
+    cited = used or cells[:2]
+    shaped = _conform(answer, answer_format, add_step, compute)
+    check = verify(answer, _texts(used or cells), question=question, conformed=shaped)
+    if check.status == "fail":
+        note = "; ".join(f"'{c.claim}' {c.detail}" for c in check.failed) + ". Answer again from the evidence only."
+        again, used2, reply2 = focused_answer(question, answer_format, decision.papers, cells, env, llm, note=note)
+        _count(result, reply2)
+        add_step(Step(thought="repair: " + note, action="GenerateAnswer", arguments={"answer": again}, observation="",
+                      raw=reply2.text, prompt_tokens=reply2.prompt_tokens,
+                      completion_tokens=reply2.completion_tokens, cached_tokens=reply2.cached_tokens))
+        shaped2 = _conform(again, answer_format, add_step, compute)
+        check2 = verify(again, _texts(used2 or cells), question=question, conformed=shaped2)
+        if check2.status != "fail" or len(check2.failed) < len(check.failed):
+            answer, cited, check, shaped = again, used2 or cells[:2], check2, shaped2
+        check.repaired = True
+    if shaped.ok:
+        answer = shaped.value
+    result.answer = answer
+    result.verification = check.to_dict()
+    result.citations = [c.to_dict() for c in citations_for(env, cited, answer)]
+    return result
+
+
+def _texts(cells: list[dict]) -> list[str]:
+    """What the verifier checks an answer against: a table's or figure's whole context, else the cell text."""
+    return [c.get("context") or c["text"] for c in cells]
+
+
+def _table_operation(question: str, answer_format: str | None, cells: list[dict], llm: Any, result: Any,
+                     add_step: Callable, compute: bool) -> tuple[list[dict], Any]:
+    """When the question may ask for an extremum, a threshold or a gap and tables were retrieved, let the
+    model choose the column and operation (:func:`neusym.query.agent.tableops.choose_operation`) and
+    compute it: (cells with the computed rows first, citing the table; the answer when its shape
+    follows from the rows — :func:`neusym.query.agent.tableops.shaped_answer` — and the question asks for
+    no computation beyond the operation's — ``compute`` false or
+    :func:`neusym.query.agent.tableops.asks_beyond` false —, else None). ``(cells, None)`` when nothing was computed."""
+    from neusym.query.agent.tableops import OPERATION_CUE, asks_beyond, choose_operation, parse_table, shaped_answer
+
+    if not OPERATION_CUE.search(question or ""):
+        return cells, None
+    tables = [(i, t) for i, c in enumerate(cells, start=1) if c.get("table_rows")
+              for t in [parse_table(c["table_rows"])] if t is not None]
+    if not tables:
+        return cells, None
+    chosen, reply = choose_operation(question, tables, llm)
+    if reply is not None:
+        _count(result, reply)
+    if not chosen:
+        return cells, None
+    number, computed_rows = chosen
+    source = cells[number - 1]
+    caption = (source.get("context") or "").split("\n", 1)[0][:120] or "the table"
+    line = f"Computed from {caption}: {computed_rows.text}"
+    add_step(Step(thought="the question asks for an extremum, threshold or gap over a table: computed", action="TableOperation",
+                  arguments={"choice": reply.text}, observation=line, fixed=True, prompt_tokens=reply.prompt_tokens,
+                  completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
+    computed = {k: v for k, v in source.items() if k != "table_rows"}
+    computed["context"] = line
+    # "which is best, and by how much does it beat X": the rows are evidence, not the answer
+    beyond = compute and asks_beyond(question, computed_rows)
+    return [computed] + cells, (None if beyond else shaped_answer(computed_rows, answer_format, question))
+
+
+def _conform(answer: Any, answer_format: str | None, add_step: Callable, compute: bool = False) -> Any:
+    """:func:`neusym.query.agent.answer_format.conform`, recording each computed expression as a
+    CalculateExpr step."""
+    from neusym.query.agent.answer_format import conform
+
+    shaped = conform(answer, answer_format, compute_strings=compute)
+    for expr, value in shaped.computed:
+        add_step(Step(thought="the answer is an expression: compute it", action="CalculateExpr",
+                      arguments={"expr": expr}, observation=f"Result: {value!r}", fixed=True))
+    return shaped
+
+
+def _count(result: Any, reply: Any) -> None:
+    result.turns += 1
+    result.prompt_tokens += reply.prompt_tokens
+    result.completion_tokens += reply.completion_tokens
+    result.cached_tokens += reply.cached_tokens
+
+
+__all__ = ["ROUTES", "RouteDecision", "answer_auto", "answer_schema", "author_block_cells", "element_contexts", "features", "focused_evidence", "route_question", "short_title", "worked_computation",
+           "search_filters", "table_rows_text"]

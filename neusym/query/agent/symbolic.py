@@ -1,0 +1,611 @@
+"""Symbolic fast paths: metadata and aggregate questions answered by SQL templates, no LLM.
+
+BookRAG's global-aggregation idea over the section tree: "How many tables does the SPECTER paper
+have?", "How many figures are in the Experiments section?", "Who is the last author?", "In which
+year and venue was it published?", "How many pages?". :func:`parse_intent` recognises these
+questions (regular expressions over the question), :func:`resolve_papers` finds the paper they are
+about (given paper ids, or a title or short name — the part of a title before its colon — named in
+the question), and :func:`answer_intent` runs parameterised SQL on the corpus version and returns the
+typed answer, the SQL it ran and the cells it read (for citations).
+
+Counting rules (stated in each answer's ``explanation``): tables and figures are the rows of
+``tables`` / ``images`` (one per printed "Table N" / "Figure N" caption); equations are the
+numbered ones when the paper numbers any, else all displayed ones; sections are the numbered
+top-level sections ("1 Introduction" ...; unnumbered ones such as Abstract, References and
+appendices are listed but not counted); "in section X" counts elements whose section is X or one of
+its subsections.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from typing import Any
+
+ELEMENT_WORDS = {
+    "table": "tables", "tables": "tables",
+    "figure": "figures", "figures": "figures", "image": "figures", "images": "figures",
+    "equation": "equations", "equations": "equations", "formula": "equations", "formulas": "equations",
+    "formulae": "equations",
+    "section": "sections", "sections": "sections", "subsection": "subsections", "subsections": "subsections",
+    "page": "pages", "pages": "pages",
+    "reference": "references", "references": "references", "citation": "references", "citations": "references",
+    "author": "authors", "authors": "authors",
+}
+_COUNTED = (r"(?=\s*(?:[?,.;:)]|$|(?:does|do|did|are|is|were|was|has|have|had|in|of|on|appear\w*|there|the|this|"
+            r"that|these|and|or|can|altogether|overall|in\s+total|with|without|across|from|contain\w*|listed|"
+            r"numbered|at|for|by|it|its|they|their)\b))")
+"""After the counted word: the end of the question or a function word. "How many author nodes does the
+graph have?" counts nodes, not the paper's authors."""
+_COUNT = re.compile(r"\bhow many\s+(?:distinct\s+|different\s+|numbered\s+|main\s+|top-level\s+)?"
+                    r"(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True)) + r")\b" + _COUNTED, re.I)
+_ELEMENT_ALT = "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True))
+_AND_ELEMENT = re.compile(r"^\s*(?:,\s*)?and\s+(?:how many\s+)?(?:distinct\s+|different\s+|numbered\s+|main\s+|"
+                          r"top-level\s+)?(" + _ELEMENT_ALT + r")\b" + _COUNTED, re.I)
+_NUMBER_OF = re.compile(r"\b(?:the\s+)?(?:total\s+)?number\s+of\s+(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True))
+                        + r")\b" + _COUNTED, re.I)
+_IN_SECTION = re.compile(
+    r"\bin\s+(?:the\s+)?(?:section\s+(?P<num>[A-Z]?\d+(?:\.\d+)*)\b|[\"“']?(?P<name>[A-Za-z][\w \-&]{2,60}?)[\"”']?\s+"
+    r"(?:section|subsection)\b|section\s+[\"“'](?P<qname>[^\"”']{3,60})[\"”'])", re.I)
+_AUTHOR_POS = re.compile(r"\b(first|last|second|third|fourth|fifth|corresponding)\s+author\b", re.I)
+_AUTHORS = re.compile(r"\b(?:who\s+(?:are|were|is|wrote)\b.*\bauthors?\b|(?:list|name|give)\s+(?:all\s+)?(?:of\s+)?"
+                      r"(?:the\s+)?authors\b|\bwho\s+wrote\b|^\s*(?:what|which)\s+are\s+the\s+(?:names\s+of\s+the\s+)?"
+                      r"authors\b)", re.I)
+_VENUE = re.compile(r"\b(?:which|what|at what|in what|in which)\s+(?:conference|venue|proceedings(?!\s+pages?\b)|workshop)\b|"
+                    r"\bwhere\s+was\b.*\bpublished\b", re.I)
+_YEAR = re.compile(r"\b(?:which|what|in what|in which)\s+year\b|\bwhen\s+was\b.*\bpublished\b|"
+                   r"\bpublication\s+year\b|\byear\s+of\s+publication\b", re.I)
+_PAIR = re.compile(r"\b(year|venue|conference)\s+(?:and|&)\s+(?:the\s+)?(year|venue|conference)\b", re.I)
+_TITLE = re.compile(r"\b(?:what\s+is|what's|give|state)\s+(?:the\s+)?(?:full\s+|exact\s+|complete\s+)?title\b", re.I)
+_UNCOVERED = re.compile(
+    r"\baffiliat\w*|\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal\s+contribution\b|\bdoi\b|\bgrants?\b|"
+    r"\bfund(?:ed|ing)\b", re.I)
+"""Parts of a question no template answers (affiliations, e-mails, equal contribution, DOI, funding):
+such a question is not symbolic, even when it also asks for a venue."""
+_PROCEEDINGS_PAGES = re.compile(
+    r"\b(?:which|what)\s+pages\s+(?:of|in)\s+the\s+proceedings\b|\bproceedings\s+pages\b(?!\s+(?:is|are)\b)|"
+    r"\bproceedings\s+page\b[^?.]{0,40}\b(?:start|begin|appear)s?\b|\bpage\s+range\b", re.I)
+"""Where in the proceedings a paper is printed: "on which pages of the proceedings does it appear?",
+"on which proceedings page does each paper start?", "what is its page range?" — not "on which
+proceedings page is the highlighted sentence printed?" (a page of the paper's content)."""
+_AND_ASKS = re.compile(r"\band\s+(?:on\s+|in\s+|at\s+|for\s+)?(?:which|what|how|who|where|when)\b", re.I)
+_FIRST_PAGE = re.compile(r"\b(?:start|begin)s?\b|\bfirst\s+page\b", re.I)
+_VENUE_YEAR = re.compile(r"\babbreviation\s+and\s+year\b|\b(?:conference|venue)\s+and\s+year\s+as\s+(?:one|a\s+single)"
+                         r"\s+string\b", re.I)
+_FORMAT_VENUE_YEAR = re.compile(r"""\bsuch\s+as\s+['"][A-Za-z*-]+\s?(?:19|20)\d\d['"]""")
+_BIBTEX_PAGES = re.compile(r"\bpages\s*=\s*[{\"]\s*(\d+)\s*[-–—]+\s*(\d+)\s*[}\"]", re.I)
+_FOOTER_PAGES = re.compile(r"\bpages\s+(\d+)\s*[-–—]+\s*(\d+)\b")
+_SHARED_AUTHORS = re.compile(
+    r"^\s*(?:which|name|list)\s+(?:the\s+|all\s+)?(?:\w+\s+)?authors?\b[^?]{0,100}?\b(?:on|of|in)\s+both\b|"
+    r"^\s*who\b[^?]{0,60}?\b(?:wrote|authored|co-?authored|is\s+an\s+author\s+of|are\s+authors\s+of)\s+both\b|"
+    r"\bauthors?\b[^?]{0,80}?\b(?:is\s+also\s+an?\s+author|are\s+also\s+(?:the\s+)?authors)\b|"
+    r"\bauthors?\b[^?]{0,60}?\bin\s+common\b|\bauthors?\s+shared\s+by\b|\b(?:common|shared)\s+authors?\b", re.I)
+"""Who wrote both papers: "Which authors appear on both X and Y?", "Which author of X is also an author of Y?"."""
+_AFFILIATED = re.compile(
+    r"^\s*(?:which|who|name|list)\b[^?]{0,120}?\b(?:affiliated\s+with|(?:are|is|were|was)\s+(?:at|from)|"
+    r"work(?:s|ed)?\s+(?:at|for))\s+(?:the\s+)?(?P<org>[^?]{2,80}?)\s*\??\s*$", re.I)
+"""Which authors are affiliated with an organisation: "Which authors of X are affiliated with the
+University of Tehran?", "Who among the authors of X is at Google?"."""
+_EQUAL_CONTRIBUTION = re.compile(
+    r"^\s*(?:which|who|name|list)\b[^?]{0,160}?(?:\bequal(?:ly)?\s+contribut\w*|\bcontribut\w*\s+equally|"
+    r"\bjoint\s+first\s+authors?|\bco-?first\s+authors?)[^?]{0,40}\??\s*$", re.I)
+"""Which authors contributed equally: "Which authors of X are marked as having equal contribution?"."""
+_AUTHORS_WORD = re.compile(r"\bauthors?\b|\bwho\b", re.I)
+_EQUAL_WORDS = re.compile(r"equal(?:ly)?\s+contribut\w*|contribut\w*\s+equally", re.I)
+_ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
+
+
+@dataclass
+class Intent:
+    """A recognised symbolic question: ``kind`` (count, authors, author, authors_count, publication,
+    title, shared_authors, affiliated, equal_contribution, missing_paper) and its parameters (``element``,
+    ``section``, ``position``, ``org`` — the organisation an ``affiliated`` question names —, ``missing`` —
+    the quoted title a ``missing_paper`` question names, ``fields`` — of a ``publication`` question, among
+    venue, year, venue_year, pages, first_page —, ``same`` — the question says several papers share
+    the venue); ``elements`` when one
+    question counts several kinds ("how many figures and how many tables"), in the order asked."""
+
+    kind: str
+    element: str | None = None
+    elements: list[str] = field(default_factory=list)
+    section: str | None = None
+    section_number: str | None = None
+    position: int | None = None
+    fields: list[str] = field(default_factory=list)
+    org: str | None = None
+    missing: str | None = None
+    same: bool = False
+
+
+@dataclass
+class SymbolicAnswer:
+    """The typed ``answer``, its ``explanation`` (what was counted or read), the ``sql`` that ran and
+    the ``cells`` it read (dicts with table_name, column_name, primary_key, text). ``known`` is False
+    when the answer says the corpus does not hold the fact (no proceedings pages printed anywhere):
+    the caller marks it unverifiable rather than letting a model guess."""
+
+    answer: Any
+    explanation: str
+    sql: list[str]
+    cells: list[dict]
+    known: bool = True
+
+
+def parse_intent(question: str) -> Intent | None:
+    """The symbolic intent of ``question``, or None when it is not a metadata/aggregate question
+    or also asks for something no template answers (see ``_UNCOVERED``)."""
+    q = " ".join(question.split())
+    affiliated = _AFFILIATED.search(q)
+    if affiliated and _AUTHORS_WORD.search(q) and not re.search(r"\band\s+(?:what|which|how|who|where|when)\b",
+                                                                affiliated.group("org"), re.I):
+        return Intent("affiliated", org=affiliated.group("org").strip().rstrip(".").strip())
+    if _EQUAL_CONTRIBUTION.search(q) and _AUTHORS_WORD.search(q) and not _UNCOVERED.search(
+            _EQUAL_WORDS.sub(" ", q)):
+        return Intent("equal_contribution")
+    if _UNCOVERED.search(q):
+        return None
+    if _SHARED_AUTHORS.search(q):
+        return Intent("shared_authors")
+    m = _COUNT.search(q) or _NUMBER_OF.search(q)
+    if m:
+        element = ELEMENT_WORDS[m.group(1).lower()]
+        if element == "authors":
+            return Intent("authors_count")
+        elements = [element]
+        for other in list(_COUNT.finditer(q))[1:]:  # "how many pages ..., and how many tables ..."
+            elements.append(ELEMENT_WORDS[other.group(1).lower()])
+        tail = q[m.end():]
+        chained = _AND_ELEMENT.match(tail)  # "how many figures and (how many) tables"
+        if chained:
+            elements.insert(1, ELEMENT_WORDS[chained.group(1).lower()])
+        elements = list(dict.fromkeys(elements))
+        if "authors" in elements and len(elements) > 1:
+            return None
+        intent = Intent("count", element=element, elements=elements if len(elements) > 1 else [])
+        sec = _IN_SECTION.search(q)
+        if sec and element not in ("pages", "authors", "references"):
+            intent.section_number = sec.group("num")
+            name = sec.group("name") or sec.group("qname")
+            if name and name.lower().strip() not in ("this", "that", "the paper", "paper", "each", "every"):
+                intent.section = name.strip()
+        return intent
+    pos = _AUTHOR_POS.search(q)
+    if pos and pos.group(1).lower() in _ORDINALS:
+        return Intent("author", position=_ORDINALS[pos.group(1).lower()])
+    if _AUTHORS.search(q):
+        return Intent("authors")
+    pages = _PROCEEDINGS_PAGES.search(q)
+    page_field = ("first_page" if _FIRST_PAGE.search(q) else "pages") if pages else None
+    pair = _PAIR.search(q)
+    if pair and re.search(r"\b(which|what|when|where|give|state|name)\b", q, re.I):
+        fields = ["year" if w.lower() == "year" else "venue" for w in pair.groups()]
+        if len(set(fields)) == 2:
+            return Intent("publication", fields=fields + ([page_field] if page_field else []))
+    venue, year = bool(_VENUE.search(q)), bool(_YEAR.search(q))
+    if venue or year or pages:
+        found = [("venue", venue, _pos(_VENUE, q)), ("year", year, _pos(_YEAR, q)),
+                 (page_field, bool(pages), pages.start() if pages else -1)]
+        fields = [f for f, on, at in sorted(found, key=lambda x: x[2]) if on]
+        if _VENUE_YEAR.search(q) and "venue" in fields:
+            fields = _as_venue_year(fields)
+        return Intent("publication", fields=fields, same=bool(re.search(r"\bsame\b", q, re.I)))
+    title = _TITLE.search(q)
+    if title and not _AND_ASKS.search(q, title.end()):  # "the title, and on which page ...": half an answer
+        return Intent("title")
+    return None
+
+
+def _pos(rx: re.Pattern, text: str) -> int:
+    m = rx.search(text)
+    return m.start() if m else 10**9
+
+
+# ---------------------------------------------------------------------------------- paper lookup
+def _strip_accents(text: str) -> str:
+    return "".join(c for c in unicodedata.normalize("NFKD", text or "") if not unicodedata.combining(c))
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", _strip_accents(text).lower()))
+
+
+def paper_catalog(env: Any) -> list[tuple[str, str, str | None]]:
+    """(paper_id, title, short name) of every paper of the environment's corpus version; the short
+    name is a title's part before its colon when that is at most four words ("SPECTER", "DecompX")."""
+    cache = getattr(env, "_paper_catalog", None)
+    if cache is None:
+        cache = []
+        for pid, title in env.query("SELECT paper_id::VARCHAR, title FROM metadata WHERE title IS NOT NULL"):
+            short = title.split(":", 1)[0].strip() if ":" in title else None
+            if short and len(short.split()) > 4:
+                short = None
+            cache.append((pid, title, short))
+        env._paper_catalog = cache
+    return cache
+
+
+def _names_short(question: str, short: str) -> bool:
+    """Whether ``question`` names a paper by its short name: as a whole word with the title's own letter
+    case ("SPECTER's", "PaperMage"); a conference holds papers called "FIRST", "SCALE" or "MATTER",
+    and "which paper first ..." must not resolve to one of them."""
+    name = " ".join(_strip_accents(short).split())
+    if len(_norm(name)) < 3:
+        return False
+    pattern = r"(?<![A-Za-z0-9])" + r"\s+".join(re.escape(w) for w in name.split()) + r"(?![A-Za-z0-9])"
+    return re.search(pattern, _strip_accents(question)) is not None
+
+
+def _paper_names(env: Any) -> list[tuple[str, str, str | None, str, str, str]]:
+    """:func:`paper_catalog` with the normalised forms the router matches, computed once per environment
+    (corpus version): (paper_id, title, short name, title, short name, part before the colon when it has
+    three words or more — "When Not to Trust Language Models" — else "") with the last three normalised."""
+    catalog = paper_catalog(env)
+    names = getattr(env, "_paper_names", None)
+    if names is None or len(names) != len(catalog):
+        names = []
+        for pid, title, short in catalog:
+            head = _norm(title.split(":", 1)[0]) if ":" in title else ""
+            names.append((pid, title, short, _norm(title), _norm(short) if short else "",
+                          head if len(head.split()) >= 3 and len(head) > 12 else ""))
+        env._paper_names = names
+    return names
+
+
+_QUOTED_TITLE = re.compile(r"(?:(?<=\s)|(?<=\()|^)['\"“‘]([^'\"“”‘’]{12,200})['\"”’](?=[\s,.;:?!)]|$)")
+
+
+def unknown_titles(question: str, env: Any) -> list[str]:
+    """Quoted titles in ``question`` that name no paper of the corpus: a quoted span of three words or
+    more, most of its longer words capitalised like a title ("the paper 'A Study of Things'"), that is
+    not part of any title in ``metadata``. A quoted sentence ("asked 'Which nation won the most gold
+    medals?'") is not a title."""
+    out = []
+    catalog = [full for _, _, _, full, _, _ in _paper_names(env)]
+    for m in _QUOTED_TITLE.finditer(question or ""):
+        text = " ".join(m.group(1).split())
+        words = [w for w in re.findall(r"[A-Za-z][\w-]*", text) if len(w) > 3]
+        if len(text.split()) < 3 or not words or sum(w[0].isupper() for w in words) < 0.6 * len(words):
+            continue
+        key = _norm(text)
+        if key and not any(key in title for title in catalog):
+            out.append(text)
+    return out
+
+
+def resolve_papers(question: str, paper_ids: list[str] | None, env: Any) -> list[tuple[str, str]]:
+    """The papers a question is about: the given ``paper_ids`` (with their titles), else the papers
+    whose full title or (three words or more) part before the colon the question names (whole words,
+    case- and accent-insensitive), or whose short name it names with the title's letter case
+    (:func:`_names_short`), in the order the question names them."""
+    catalog = paper_catalog(env)
+    by_id = {pid: title for pid, title, _ in catalog}
+    if paper_ids:
+        return [(pid, by_id[pid]) for pid in paper_ids if pid in by_id]
+    q = f" {_norm(question)} "
+    found = []
+    for pid, title, short, full, short_key, head in _paper_names(env):
+        at = []
+        if len(full) > 12 and f" {full} " in q:
+            at.append(q.find(f" {full} "))
+        if short_key and f" {short_key} " in q and _names_short(question, short):  # the costly check last
+            at.append(q.find(f" {short_key} "))
+        if head and f" {head} " in q:
+            at.append(q.find(f" {head} "))
+        if at:
+            found.append((min(at), pid, title))
+    return [(pid, title) for _, pid, title in sorted(found, key=lambda f: f[0])]
+
+
+# ---------------------------------------------------------------------------------------- answers
+def _section_ids(env: Any, paper_id: str, intent: Intent) -> tuple[list[str], str | None]:
+    """The section (and its subsections) named by ``intent``: (section ids, section title) or ([], None)."""
+    rows = env.query("SELECT section_id::VARCHAR, section_title, parent_section_id::VARCHAR, level FROM sections "
+                     "WHERE ref_paper_id = ? ORDER BY ordinal", [paper_id])
+    target = None
+    if intent.section_number:
+        rx = re.compile(rf"^\s*{re.escape(intent.section_number)}\.?\s", re.I)
+        target = next((r for r in rows if rx.match(r[1] or "")), None)
+    if target is None and intent.section:
+        want = _norm(intent.section)
+        named = [r for r in rows if want and want in _norm(re.sub(r"^\s*[A-Z]?\d+(\.\d+)*\.?\s*", "", r[1] or ""))]
+        target = min(named, key=lambda r: (r[3], len(r[1] or ""))) if named else None
+    if target is None:
+        return [], None
+    ids = {target[0]}
+    changed = True
+    while changed:  # add the subsections, level by level
+        changed = False
+        for sid, _, parent, _ in rows:
+            if parent in ids and sid not in ids:
+                ids.add(sid)
+                changed = True
+    return sorted(ids), target[1]
+
+
+def answer_intent(intent: Intent, paper: tuple[str, str], env: Any, answer_format: str | None = None) -> SymbolicAnswer | None:
+    """Answer ``intent`` for ``paper`` (paper_id, title) with SQL on the environment's version.
+
+    Returns None when the template cannot answer (e.g. the named section does not exist, an author
+    position beyond the list), so the caller can fall back to another route.
+    """
+    pid, title = paper
+    meta_cell = {"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": title}
+    if intent.kind == "count" and len(intent.elements) > 1:
+        parts = [answer_intent(Intent("count", element=e, section=intent.section, section_number=intent.section_number),
+                               paper, env, answer_format) for e in intent.elements]
+        if any(p is None for p in parts):
+            return None
+        return SymbolicAnswer([p.answer for p in parts], " ".join(p.explanation for p in parts),
+                              [q for p in parts for q in p.sql], [c for p in parts for c in p.cells])
+    if intent.kind == "count":
+        element = intent.element
+        if element == "pages":
+            sql = "SELECT coalesce(num_pages, (SELECT count(*) FROM pages WHERE ref_paper_id = ?)) FROM metadata WHERE paper_id = ?"
+            n = env.query(sql, [pid, pid])[0][0]
+            return SymbolicAnswer(int(n), f"{title} has {n} pages (metadata.num_pages).", [sql], [meta_cell])
+        table = {"tables": "tables", "figures": "images", "equations": "equations", "references": "reference",
+                 "sections": "sections", "subsections": "sections"}[element]
+        caption = {"tables": "table_caption", "figures": "image_caption", "equations": "equation_content",
+                   "references": "reference_content", "sections": "section_title", "subsections": "section_title"}[element]
+        pk = {"tables": "table_id", "images": "image_id", "equations": "equation_id", "reference": "reference_id",
+              "sections": "section_id"}[table]
+        where, params, scope = "ref_paper_id = ?", [pid], ""
+        if intent.section or intent.section_number:
+            ids, sec_title = _section_ids(env, pid, intent)
+            if not ids:
+                return None
+            if table == "sections":
+                where += f" AND parent_section_id::VARCHAR IN ({', '.join('?' for _ in ids)})"
+            else:
+                where += f" AND ref_section_id::VARCHAR IN ({', '.join('?' for _ in ids)})"
+            params += ids
+            scope = f" in section '{sec_title}' (with its subsections)"
+        rule = ""
+        if element == "sections":
+            where += " AND level = 1 AND regexp_matches(section_title, '^\\s*\\d+\\.?\\s')" if not scope else ""
+            rule = " (numbered top-level sections)" if not scope else " (its subsections)"
+        elif element == "subsections":
+            where += " AND level > 1"
+        elif element == "equations":
+            numbered = env.query("SELECT count(*) FROM equations WHERE ref_paper_id = ? AND equation_number IS NOT NULL",
+                                 [pid])[0][0]
+            if numbered:
+                where += " AND equation_number IS NOT NULL"
+                rule = " (numbered equations)"
+        sql = f"SELECT {pk}::VARCHAR, {caption} FROM {table} WHERE {where}"
+        rows = env.query(sql, params)
+        cells = [{"table_name": table, "column_name": caption, "primary_key": k, "text": t or ""} for k, t in rows[:6]]
+        n = len(rows)
+        return SymbolicAnswer(n, f"{n} {element}{rule}{scope} in {title}.", [sql], cells or [meta_cell])
+    if intent.kind in ("authors", "author", "authors_count"):
+        sql = "SELECT authors FROM metadata WHERE paper_id = ?"
+        authors = list(env.query(sql, [pid])[0][0] or [])
+        if not authors:
+            return None
+        cell = {"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": title}
+        if intent.kind == "authors_count":
+            return SymbolicAnswer(len(authors), f"{title} lists {len(authors)} authors: {', '.join(authors)}.",
+                                  [sql], [cell])
+        if intent.kind == "author":
+            if intent.position is not None and -len(authors) <= intent.position < len(authors):
+                a = authors[intent.position]
+                return SymbolicAnswer(a, f"The authors of {title} are {', '.join(authors)}.", [sql], [cell])
+            return None
+        return SymbolicAnswer(authors, f"The authors of {title} are {', '.join(authors)}.", [sql], [cell])
+    if intent.kind == "publication":
+        return _answer_publication(intent, paper, env, answer_format)
+    if intent.kind in ("affiliated", "equal_contribution"):
+        return _answer_author_marks(intent, paper, env, answer_format)
+    if intent.kind == "title":
+        return SymbolicAnswer(title, f"The title is \"{title}\".", ["SELECT title FROM metadata WHERE paper_id = ?"],
+                              [meta_cell])
+    return None
+
+
+def proceedings_pages(env: Any, paper_id: str) -> tuple[int, int, dict] | None:
+    """(first page, last page, cell) of the paper in its printed proceedings: the ``pages`` field of
+    ``metadata.bibtex`` (set by the ACL Anthology crawl, "2270--2282"), else the "pages 2270–2282" of
+    the proceedings footer on page 1 of the PDF (``pages.page_content``). None when neither says."""
+    rows = env.query("SELECT bibtex FROM metadata WHERE paper_id = ?", [paper_id])
+    m = _BIBTEX_PAGES.search(rows[0][0] or "") if rows else None
+    if m:
+        return int(m.group(1)), int(m.group(2)), {"table_name": "metadata", "column_name": "bibtex",
+                                                  "primary_key": paper_id, "text": m.group(0)}
+    page = env.query("SELECT page_id::VARCHAR, page_content FROM pages WHERE ref_paper_id = ? AND page_number = 1",
+                     [paper_id])
+    if not page:
+        return None
+    page_id, text = page[0]
+    m = _FOOTER_PAGES.search(" ".join((text or "").split()))
+    if not m or int(m.group(2)) < int(m.group(1)):
+        return None
+    return int(m.group(1)), int(m.group(2)), {"table_name": "pages", "column_name": "page_content",
+                                              "primary_key": page_id, "page_number": 1, "text": m.group(0)}
+
+
+_PAGE_FIELDS = {"pages", "first_page"}
+_PAGES_SQL = "SELECT bibtex FROM metadata WHERE paper_id = ? ; SELECT page_content FROM pages WHERE ref_paper_id = ? AND page_number = 1"
+
+
+def _publication_values(env: Any, paper_id: str, fields: list[str],
+                        pages: tuple[int, int, dict] | None = None) -> tuple[dict, list[dict], list[str]] | None:
+    """The values of ``fields`` (venue, year, venue_year, pages, first_page) for one paper, the cells
+    read and the SQL that ran; None when one of them is unknown. ``pages``: the paper's
+    :func:`proceedings_pages` when the caller has read them already."""
+    sql = "SELECT conference_abbreviation, conference_full, pub_year, title FROM metadata WHERE paper_id = ?"
+    abbr, full, year, title = env.query(sql, [paper_id])[0]
+    values: dict[str, Any] = {"venue": abbr or full, "year": int(year) if year is not None else None,
+                              "venue_year": f"{abbr} {year}" if abbr and year else None}
+    cells = [{"table_name": "metadata", "column_name": "title", "primary_key": paper_id, "text": title}]
+    sqls = [sql]
+    if _PAGE_FIELDS & set(fields):
+        found = pages or proceedings_pages(env, paper_id)
+        if found is None:
+            return None
+        first, last, cell = found
+        values["pages"], values["first_page"] = [first, last], first
+        cells.append(cell)
+        sqls.append(_PAGES_SQL)
+    if any(values[f] is None for f in fields):
+        return None
+    return values, cells, sqls
+
+
+def _describe(title: str, values: dict, fields: list[str]) -> str:
+    parts = []
+    if {"venue", "year", "venue_year"} & set(fields):
+        parts.append(f"was published at {values['venue_year'] or values['venue']}")
+    if "pages" in fields or "first_page" in fields:
+        first, last = values["pages"]
+        parts.append(f"is printed on pages {first}–{last} of the proceedings")
+    return f"{title} " + " and ".join(parts) + "."
+
+
+def _answer_publication(intent: Intent, paper: tuple[str, str], env: Any,
+                        answer_format: str | None) -> SymbolicAnswer | None:
+    """Venue, year and proceedings pages of one paper, in the order the question asks for them;
+    venue and year as one string ("EACL 2023") when the question or format asks for that."""
+    pid, title = paper
+    fields = _venue_year_fields(intent.fields, answer_format)
+    pages = proceedings_pages(env, pid) if _PAGE_FIELDS & set(fields) else None
+    if _PAGE_FIELDS & set(fields) and pages is None:
+        # the model, asked instead, answered with PDF page numbers ("pages 2 and 3") that verify as quoted
+        told = (f"The proceedings pages of '{title}' are not known: its metadata has no page range and page 1 of "
+                "its PDF prints no proceedings footer.")
+        return SymbolicAnswer(told, told, [_PAGES_SQL],
+                              [{"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": title}],
+                              known=False)
+    got = _publication_values(env, pid, fields, pages)
+    if got is None:
+        return None
+    values, cells, sqls = got
+    answer: Any = values[fields[0]] if len(fields) == 1 else [values[f] for f in fields]
+    return SymbolicAnswer(answer, _describe(title, values, fields), sqls, cells)
+
+
+def _as_venue_year(fields: list[str]) -> list[str]:
+    """Venue and year asked as one string ("EACL 2023"): ``venue`` becomes ``venue_year``, ``year`` goes."""
+    return ["venue_year" if f == "venue" else f for f in fields if f != "year"]
+
+
+def _venue_year_fields(fields: list[str], answer_format: str | None) -> list[str]:
+    if "venue" in fields and _FORMAT_VENUE_YEAR.search(answer_format or ""):
+        return _as_venue_year(fields)
+    return fields
+
+
+def answer_publication_many(intent: Intent, papers: list[tuple[str, str]], env: Any,
+                            answer_format: str | None = None) -> SymbolicAnswer | None:
+    """Venue / year / proceedings pages of two or more papers. When every paper has the same value
+    of a venue field it is given once, first ("SPECTER and S2ORC were published in the same
+    proceedings: which conference, and on which page does each start?" -> ["ACL 2020", 2270, 4969]);
+    the other fields follow paper by paper in the order the papers were named. None when a value
+    is unknown for one paper."""
+    fields = _venue_year_fields(intent.fields, answer_format)
+    per_paper = []
+    cells: list[dict] = []
+    sqls: list[str] = []
+    for pid, _ in papers:
+        got = _publication_values(env, pid, fields)
+        if got is None:
+            return None
+        per_paper.append(got[0])
+        cells += got[1]
+        sqls += got[2]
+    shared = [f for f in fields if intent.same and f in ("venue", "year", "venue_year")
+              and len({repr(v[f]) for v in per_paper}) == 1]
+    if shared:
+        answer: list = [per_paper[0][f] for f in shared]
+        for values in per_paper:
+            rest = [values[f] for f in fields if f not in shared]
+            if rest:
+                answer.append(rest[0] if len(rest) == 1 else rest)
+    else:
+        answer = [[v[f] for f in fields] if len(fields) > 1 else v[fields[0]] for v in per_paper]
+    explanation = " ".join(_describe(t, v, fields) for (_, t), v in zip(papers, per_paper))
+    return SymbolicAnswer(answer, explanation, sqls, cells)
+
+
+def _answer_author_marks(intent: Intent, paper: tuple[str, str], env: Any,
+                         answer_format: str | None) -> SymbolicAnswer | None:
+    """Authors affiliated with ``intent.org`` / marked as contributing equally, read from the marks of
+    page 1's author block (:mod:`neusym.query.agent.authorblock`) for the names in ``metadata.authors``.
+    An integer when the format asks for one (how many), one name when it asks for a string and one
+    author qualifies, else the list. None when the block cannot be read unambiguously."""
+    from neusym.query.agent.answer_format import shape_of
+    from neusym.query.agent.authorblock import affiliated_authors, equal_contribution_authors
+
+    pid, title = paper
+    sql_authors = "SELECT authors FROM metadata WHERE paper_id = ?"
+    sql_page = "SELECT page_id::VARCHAR, page_content FROM pages WHERE ref_paper_id = ? AND page_number = 1"
+    authors = env.query(sql_authors, [pid])
+    page = env.query(sql_page, [pid])
+    if not authors or not authors[0][0] or not page:
+        return None
+    names, (page_id, text) = list(authors[0][0]), page[0]
+    found = (affiliated_authors(text or "", names, intent.org or "") if intent.kind == "affiliated"
+             else equal_contribution_authors(text or "", names))
+    if found is None:
+        return None
+    chosen, printed = found
+    what = (f"affiliated with '{printed}'" if intent.kind == "affiliated"
+            else f"marked as contributing equally ('{printed}')")
+    explanation = f"Page 1 of {title}: {', '.join(chosen)} (by the marks after their names) {what}."
+    shape = shape_of(answer_format).kind
+    answer: Any = chosen
+    if shape == "int":
+        answer = len(chosen)
+    elif len(chosen) == 1 and shape in ("str", "free") and answer_format:
+        answer = chosen[0]
+    cells = [{"table_name": "pages", "column_name": "page_content", "primary_key": page_id, "page_number": 1,
+              "text": printed},
+             {"table_name": "metadata", "column_name": "authors", "primary_key": pid, "text": ", ".join(names)}]
+    return SymbolicAnswer(answer, explanation, [sql_authors, sql_page], cells)
+
+
+def _name_key(name: str) -> str:
+    """An author name for matching across papers: accents, case, initials and punctuation dropped
+    ("Daniel S. Weld" and "Daniel Weld" match)."""
+    words = _norm(name).split()
+    return " ".join(w for w in words if len(w) > 1)
+
+
+def answer_shared_authors(papers: list[tuple[str, str]], env: Any, answer_format: str | None = None) -> SymbolicAnswer | None:
+    """The authors ``metadata.authors`` lists on every one of ``papers`` (at least two), as printed on
+    the first paper, in its order; names match without accents, case and initials. A single name
+    when the answer format asks for one string and exactly one author is shared. None with fewer
+    than two papers or a paper without an author list."""
+    from neusym.query.agent.answer_format import shape_of
+
+    if len(papers) < 2:
+        return None
+    sql = "SELECT authors FROM metadata WHERE paper_id = ?"
+    lists = []
+    for pid, _ in papers:
+        rows = env.query(sql, [pid])
+        if not rows or not rows[0][0]:
+            return None
+        lists.append(list(rows[0][0]))
+    keys = [{_name_key(a) for a in authors} for authors in lists[1:]]
+    shared = [a for a in lists[0] if all(_name_key(a) in k for k in keys)]
+    titles = " and ".join(f"'{t}'" for _, t in papers)
+    explanation = (f"Authors on both {titles}: {', '.join(shared) or 'none'} (metadata.authors: "
+                   + "; ".join(f"{t.split(':')[0]}: {', '.join(a)}" for (_, t), a in zip(papers, lists)) + ").")
+    answer: Any = shared
+    if len(shared) == 1 and shape_of(answer_format).kind in ("str", "free") and answer_format:
+        answer = shared[0]
+    cells = [{"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": t} for pid, t in papers]
+    return SymbolicAnswer(answer, explanation, [sql] * len(papers), cells)
+
+
+def render_answer(value: Any) -> str:
+    """The text form of a symbolic answer (lists as Python lists, like the agent's answers)."""
+    if isinstance(value, (list, tuple)):
+        return repr([v for v in value])
+    return str(value)
+
+
+__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "answer_publication_many", "answer_shared_authors",
+           "proceedings_pages", "paper_catalog", "parse_intent", "render_answer",
+           "resolve_papers", "unknown_titles"]
