@@ -16,7 +16,8 @@ import pymupdf
 import pytest
 
 from neusym.query.agent.actions import Environment
-from neusym.query.agent.auto import features, route_question, search_filters, table_rows_text
+from neusym.query.agent.auto import features, search_filters, table_rows_text
+from neusym.query.agent.router import route_question
 from neusym.query.ask import ask
 from neusym.query.agent.symbolic import parse_intent
 from neusym.query.agent.verify import verify
@@ -885,3 +886,41 @@ def test_ask_json_has_route_verification_and_citations(corpus_settings, monkeypa
     data = json.loads(out.stdout)
     assert (data["route"], data["answer"], data["verification"]["status"]) == ("symbolic", 3, "pass")
     assert len(data["citations"]) == 3
+
+
+def test_a_new_route_is_one_object_in_the_registry(corpus_settings, monkeypatch):
+    """Adding a route touches one place: an object placed in ROUTES takes the questions it decides
+    on (before the routes after it) and answers them; the others still route as before."""
+    from neusym.query.agent import router
+    from neusym.query.agent.results import Step
+
+    class EchoRoute:
+        name = "echo"
+
+        def decide(self, facts):
+            return "the question says 'echo'" if "echo" in facts.question.lower() else None
+
+        def answer(self, facts, decision, run):
+            run.add_step(Step(thought="echo", action="Echo", arguments={}, observation=facts.question, fixed=True))
+            run.result.answer = facts.question.upper()
+            return run.result
+
+        def fallback(self, facts):
+            return "agent"
+
+    monkeypatch.setattr(router, "ROUTES", [EchoRoute(), *router.ROUTES])
+    result = ask("Echo: how many tables does the SPECTER paper have?", settings=corpus_settings, llm=NoLLM())
+    assert (result.route, result.answer) == ("echo", "ECHO: HOW MANY TABLES DOES THE SPECTER PAPER HAVE?")
+    assert result.route_features["reason"] == "the question says 'echo'" and result.turns == 0
+    assert ask("How many tables does the SPECTER paper have?", settings=corpus_settings, llm=NoLLM()).route == "symbolic"
+
+
+def test_the_question_is_read_once(corpus_settings, monkeypatch):
+    """The router computes a question's facts once: its symbolic intent is parsed one time."""
+    from neusym.query.agent import router
+
+    calls = []
+    real = router.parse_intent
+    monkeypatch.setattr(router, "parse_intent", lambda q: calls.append(q) or real(q))
+    result = ask("How many tables does the SPECTER paper have?", settings=corpus_settings, llm=NoLLM())
+    assert result.route == "symbolic" and len(calls) == 1

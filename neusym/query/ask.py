@@ -3,7 +3,7 @@
 
 It resolves the method (:data:`neusym.query.agent.methods.DEFAULT_METHOD`, ``auto``, when none is
 named), opens the environment on a corpus version, makes the LLM (cancellable when the caller can
-cancel), and hands the question to the router (:func:`neusym.query.agent.auto.answer_auto`) or to the
+cancel), and hands the question to the router (:func:`neusym.query.agent.router.answer_auto`) or to the
 ReAct loop of the named method (:func:`neusym.query.agent.react.run_loop`).
 """
 
@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from neusym.llm.chat import LLM, CancellableLLM, make_llm
 from neusym.query.agent.actions import Environment
-from neusym.query.agent.auto import answer_auto
+from neusym.query.agent.router import answer_auto
 from neusym.query.agent.methods import Method, get_method
 from neusym.query.agent.react import run_loop
 from neusym.query.agent.results import AgentResult, Step

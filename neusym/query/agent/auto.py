@@ -1,5 +1,6 @@
-"""Method ``auto``: a query router with symbolic and paper-search fast paths, focused reading, the
-full agent, a verifier and citations.
+"""Method ``auto``: what its routes answer with — the question's cheap features, paper search,
+focused reading (evidence, the answer call, table operations), verification and citations. The
+routes themselves, as objects in one registry, and the router are :mod:`neusym.query.agent.router`.
 
 SymRAG's adaptive routing: cheap features of the question (:func:`features`: length, named
 entities, cue words such as *how many*, *which paper*, *table*, *figure*, *compare*, *both*), the
@@ -32,33 +33,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
-from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any, Callable
 
-from neusym.llm.chat import make_llm
-from neusym.query.agent.actions import Environment
-from neusym.query.agent.citations import citations_for, word_tokens
-from neusym.query.agent.react import run_loop
-from neusym.query.agent.results import AgentResult, Step
-from neusym.query.agent.symbolic import (
-    Intent,
-    answer_intent,
-    answer_publication_many,
-    answer_shared_authors,
-    parse_intent,
-    render_answer,
-    resolve_papers,
-    unknown_titles,
-)
-from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
 from neusym.errors import NeusymError
+from neusym.query.agent.citations import citations_for, word_tokens
+from neusym.query.agent.results import Step
+from neusym.query.agent.symbolic import parse_intent, render_answer
+from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
 
 logger = logging.getLogger(__name__)
 
-ROUTES = ("symbolic", "paper_search", "focused", "agent")
 
 _PAPER_CUE = re.compile(
     r"^\s*(?:(?:is|are)\s+there\s+(?:any|a|an|some)?\s*(?:recent\s+)?(?:papers?|works?|stud(?:y|ies)|research)\b|"
@@ -80,9 +66,15 @@ _CONF = re.compile(r"^([a-z]+)(\d{4})$")
 
 
 # ------------------------------------------------------------------------------------------ routing
-def features(question: str, paper_ids: list[str] | None, answer_format: str | None) -> dict:
-    """SymRAG-style cheap features of a question (no model): sizes, entity count and cue flags."""
+_UNSET: Any = object()
+
+
+def features(question: str, paper_ids: list[str] | None, answer_format: str | None, *, intent: Any = _UNSET) -> dict:
+    """SymRAG-style cheap features of a question (no model): sizes, entity count and cue flags.
+    ``intent``: the question's :func:`neusym.query.agent.symbolic.parse_intent` when the caller has it."""
     q = " ".join((question or "").split())
+    if intent is _UNSET:
+        intent = parse_intent(q)
     return {
         "tokens": len(q.split()),
         "entities": len(_ENTITY.findall(question or "")),
@@ -91,21 +83,8 @@ def features(question: str, paper_ids: list[str] | None, answer_format: str | No
         "title_format": bool(_TITLE_FORMAT.search(answer_format or "")),
         "compare_cue": bool(_COMPARE.search(q)),
         "modality": [m for m, rx in _MODALITY.items() if rx.search(q)],
-        "symbolic_intent": (parse_intent(q).kind if parse_intent(q) else None),
+        "symbolic_intent": intent.kind if intent else None,
     }
-
-
-@dataclass
-class RouteDecision:
-    """The chosen ``route``, the ``features`` behind it, the ``reason``, the papers the question is
-    about and the symbolic ``intent`` (when there is one); ``llm_used`` when the tie-break LLM ran."""
-
-    route: str
-    features: dict
-    reason: str
-    papers: list[tuple[str, str]]
-    intent: Intent | None = None
-    llm_used: bool = False
 
 
 _ROUTE_SCHEMA = {
@@ -116,42 +95,7 @@ _ROUTE_SCHEMA = {
 }
 
 
-def route_question(question: str, *, paper_ids: list[str] | None, answer_format: str | None, env: Any,
-                   llm: Any = None, conferences: list[str] | None = None) -> RouteDecision:
-    """Choose the route of ``question`` (see the module docstring). Rules first; an LLM call (one,
-    JSON-constrained to three classes) only when no paper is given or named and no cue decides."""
-    f = features(question, paper_ids, answer_format)
-    papers = resolve_papers(question, paper_ids, env)
-    intent = parse_intent(question)
-    f["papers_resolved"] = len(papers)
-    missing = [] if paper_ids else unknown_titles(question, env)
-    if missing:
-        return RouteDecision("symbolic", f, f"names a paper that is not in the corpus: '{missing[0]}'", papers,
-                             Intent("missing_paper", missing=missing[0]))
-    if not paper_ids and (f["paper_search_cue"] or (conferences and f["title_format"])):
-        return RouteDecision("paper_search", f, "asks for a paper, none given", papers)
-    if intent is not None and intent.kind == "shared_authors" and len(papers) >= 2:
-        return RouteDecision("symbolic", f, "authors shared by the papers", papers, intent)
-    if intent is not None and intent.kind == "publication" and len(papers) >= 2:
-        return RouteDecision("symbolic", f, "venue / pages of each paper", papers, intent)
-    if intent is not None and intent.kind != "shared_authors" and len(papers) == 1 and not f["compare_cue"]:
-        return RouteDecision("symbolic", f, f"metadata/aggregate intent '{intent.kind}' about one paper", papers, intent)
-    if len(papers) == 1:
-        why = "a comparison within one paper" if f["compare_cue"] else "about one paper's content"
-        return RouteDecision("focused", f, why, papers, intent)
-    if len(papers) >= 2:
-        return RouteDecision("focused", f, "about several papers: the best excerpts of each", papers, intent)
-    if f["compare_cue"]:
-        return RouteDecision("agent", f, "a comparison, no paper given or named", papers, intent)
-    if llm is not None:
-        choice = _llm_route(question, answer_format, llm)
-        if choice == "find_paper":
-            return RouteDecision("paper_search", f, "LLM: asks for a paper", papers, intent, llm_used=True)
-        return RouteDecision("agent", f, f"LLM: {choice}", papers, intent, llm_used=True)
-    return RouteDecision("agent", f, "no paper given or named", papers, intent)
-
-
-def _llm_route(question: str, answer_format: str | None, llm: Any) -> str:
+def llm_route(question: str, answer_format: str | None, llm: Any) -> str:
     prompt = ("Classify the question about AI research papers.\n"
               "find_paper: the answer is the title of a paper to be found.\n"
               "one_paper_detail: a detail of one specific paper.\n"
@@ -597,89 +541,11 @@ def formula_expression(formula: Any) -> str | None:
 
 
 # ------------------------------------------------------------------------------------ orchestration
-def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: list[str] | None = None,
-                answer_format: str | None = None, env: Any = None, on_step: Callable[[Any], None] | None = None,
-                conferences: list[str] | None = None) -> Any:
-    """Answer ``question`` with the router (see the module docstring); returns an
-    :class:`neusym.query.agent.results.AgentResult` with ``route``, ``route_features``, ``verification`` and
-    ``citations`` set, and the steps taken as its trajectory. Arguments as for
-    :func:`neusym.query.ask.ask`. Raises :class:`neusym.llm.chat.LLMError` when an
-    LLM call fails, NoCorpusVersion when nothing is published.
-    """
-    started = time.monotonic()
-    own_env = env is None
-    env = env or Environment(settings)
-    result = AgentResult(question=question, answer=None, method="auto")
-    lazy_llm: list[Any] = [llm]
-
-    def get_llm() -> Any:
-        if lazy_llm[0] is None:
-            lazy_llm[0] = make_llm(settings)
-        return lazy_llm[0]
-
-    def add_step(step: Any) -> None:
-        result.trajectory.append(step)
-        if on_step:
-            on_step(step)
-
-    try:
-        needs_llm = not paper_ids and not features(question, paper_ids, answer_format)["paper_search_cue"]
-        decision = route_question(question, paper_ids=paper_ids, answer_format=answer_format, env=env,
-                                  llm=get_llm() if needs_llm and not resolve_papers(question, None, env)
-                                  and not unknown_titles(question, env) else None,
-                                  conferences=conferences)
-        if decision.llm_used:
-            result.turns += 1
-        result.route = decision.route
-        result.route_features = dict(decision.features, reason=decision.reason,
-                                      papers=[pid for pid, _ in decision.papers], llm_used=decision.llm_used)
-        logger.info("route %s (%s) for %r: %s", decision.route, decision.reason, question[:120], decision.features)
-        if decision.route == "symbolic" and decision.intent.kind == "missing_paper":
-            title = decision.intent.missing
-            result.answer = f"No paper titled '{title}' is in the corpus."
-            add_step(Step(thought=result.answer, action="RetrieveFromDatabase",
-                          arguments={"sql": "SELECT title FROM metadata"}, observation=result.answer, fixed=True))
-            result.verification = Verification("pass", [Check(title, "title", True, "no title in metadata.title "
-                                                               "contains it")]).to_dict()
-            return result
-        if decision.route == "symbolic":
-            if decision.intent.kind == "shared_authors":
-                sym = answer_shared_authors(decision.papers, env, answer_format)
-            elif len(decision.papers) >= 2:
-                sym = answer_publication_many(decision.intent, decision.papers, env, answer_format)
-            else:
-                sym = answer_intent(decision.intent, decision.papers[0], env, answer_format)
-            if sym is not None:
-                add_step(Step(thought=sym.explanation, action="RetrieveFromDatabase",
-                              arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
-                result.answer = sym.answer
-                result.verification = (verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
-                                        if sym.known else Verification("unverifiable", [Check(
-                                            "not in the corpus", "sql", None, sym.explanation)]).to_dict())
-                result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
-                return result
-            # the template could not answer (no such section, no author list ...): read the paper(s)
-            result.route = "focused" if decision.papers else "agent"
-            result.route_features["reason"] += f"; template had no answer, {result.route} instead"
-        if result.route == "paper_search":
-            return _paper_search(question, conferences, env, settings, result, add_step)
-        if result.route == "focused":
-            return _focused(question, answer_format, decision, env, get_llm(), result, add_step)
-        sub = run_loop(question, settings=settings, llm=get_llm(), paper_ids=paper_ids,
-                              answer_format=answer_format, env=env, on_step=on_step, method="neusym",
-                              conferences=conferences, _record=True)
-        sub.method, sub.route, sub.route_features = "auto", "agent", result.route_features
-        sub.turns += result.turns
-        sub.trajectory = result.trajectory + sub.trajectory
-        return sub
-    finally:
-        result.seconds = time.monotonic() - started
-        if own_env:
-            env.close()
-
-
-def _paper_search(question: str, conferences: list[str] | None, env: Any, settings: Any, result: Any,
-                  add_step: Callable) -> Any:
+def answer_paper_search(question: str, conferences: list[str] | None, env: Any, settings: Any, result: Any,
+                        add_step: Callable) -> Any:
+    """The ``paper_search`` route: the paper index searched with the question (filters from
+    :func:`search_filters`; without them when they leave nothing); the top hit's title is the
+    answer, verified to be a corpus title, the hits are the ``candidates``."""
     from neusym.store.paper_index import PaperIndex
 
     filters = search_filters(question, conferences)
@@ -704,18 +570,22 @@ def _paper_search(question: str, conferences: list[str] | None, env: Any, settin
     return result
 
 
-def _focused(question: str, answer_format: str | None, decision: RouteDecision, env: Any, llm: Any, result: Any,
-             add_step: Callable) -> Any:
+def answer_focused(question: str, answer_format: str | None, papers: list[tuple[str, str]], route_features: dict,
+                   env: Any, llm: Any, result: Any, add_step: Callable) -> Any:
+    """The ``focused`` route: the best excerpts of each of ``papers`` (:func:`focused_evidence`, the
+    author block when asked, table and figure contexts), a table operation when the question asks
+    for one, else one LLM call typed by the answer format, verified, repaired once when a check
+    fails, cited."""
 
     from neusym.query.agent.tableops import OPERATION_CUE
 
-    cells = focused_evidence(question, decision.papers, env, modality=decision.features.get("modality", []),
+    cells = focused_evidence(question, papers, env, modality=route_features.get("modality", []),
                              ensure_table=bool(OPERATION_CUE.search(question)))
-    cells = author_block_cells(question, decision.papers, env) + cells
+    cells = author_block_cells(question, papers, env) + cells
     element_contexts(cells, env)
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
-                  action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in decision.papers]},
-                  observation="\n".join(_evidence_block(cells, env, question, decision.papers)), fixed=True))
+                  action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in papers]},
+                  observation="\n".join(_evidence_block(cells, env, question, papers)), fixed=True))
     compute = asks_to_compute(question) or worked_computation(question)
     cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step, compute)
     if direct is not None:  # the computed rows are the answer in the shape the format asks for
@@ -723,7 +593,7 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
         result.verification = Verification("pass", [Check(render_answer(direct), "table", True, cells[0]["context"])]).to_dict()
         result.citations = [c.to_dict() for c in citations_for(env, cells[:1], direct)]
         return result
-    answer, used, reply = focused_answer(question, answer_format, decision.papers, cells, env, llm)
+    answer, used, reply = focused_answer(question, answer_format, papers, cells, env, llm)
     _count(result, reply)
     add_step(Step(thought="answer from the evidence", action="GenerateAnswer", arguments={"answer": answer},
                   observation="", raw=reply.text, prompt_tokens=reply.prompt_tokens,
@@ -733,7 +603,7 @@ def _focused(question: str, answer_format: str | None, decision: RouteDecision, 
     check = verify(answer, _texts(used or cells), question=question, conformed=shaped)
     if check.status == "fail":
         note = "; ".join(f"'{c.claim}' {c.detail}" for c in check.failed) + ". Answer again from the evidence only."
-        again, used2, reply2 = focused_answer(question, answer_format, decision.papers, cells, env, llm, note=note)
+        again, used2, reply2 = focused_answer(question, answer_format, papers, cells, env, llm, note=note)
         _count(result, reply2)
         add_step(Step(thought="repair: " + note, action="GenerateAnswer", arguments={"answer": again}, observation="",
                       raw=reply2.text, prompt_tokens=reply2.prompt_tokens,
@@ -810,5 +680,6 @@ def _count(result: Any, reply: Any) -> None:
     result.cached_tokens += reply.cached_tokens
 
 
-__all__ = ["ROUTES", "RouteDecision", "answer_auto", "answer_schema", "author_block_cells", "element_contexts", "features", "focused_evidence", "route_question", "short_title", "worked_computation",
-           "search_filters", "table_rows_text"]
+__all__ = ["answer_focused", "answer_paper_search", "answer_schema", "author_block_cells", "element_contexts",
+           "features", "focused_evidence", "llm_route", "search_filters", "short_title", "table_rows_text",
+           "worked_computation"]
