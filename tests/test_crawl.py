@@ -19,6 +19,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from pydantic import BaseModel
 
 from neusym.ingest.crawl import DownloadJob, download_stage
 from neusym.ingest.pipeline import ingest
@@ -355,3 +356,54 @@ def test_cli_crawl_acl_that_finds_nothing_fails(tmp_path, monkeypatch, case):
     assert message in out.stderr and "acl: failed, 0 records" in out.stderr, out.stderr
     as_json = _crawl_cli(tmp_path / "home", monkeypatch, *args, "--json")
     assert as_json.exit_code == 1 and message in json.loads(as_json.stdout)["crawled"][0]["error"]
+
+
+# --- a source is one object registered in one place ----------------------------------------------------
+class JsonlOptions(BaseModel):
+    path: str
+
+
+class JsonlSource:
+    """A source written for this test: SourcePaper records, one JSON object a line (what a new source
+    module would hold); its watermark is the newest ``updated``, and it skips what is not newer."""
+
+    name = "jsonl"
+    options = JsonlOptions
+
+    def scope(self, options):
+        return Path(options.path).name
+
+    def fetch(self, options, settings, since, errors):
+        from neusym.ingest.sources.base import SourcePaper
+
+        papers = [SourcePaper.model_validate(json.loads(line)) for line in Path(options.path).read_text().splitlines()]
+        papers = [p for p in papers if since is None or p.updated > since]
+        return papers, max((p.updated for p in papers), default=since)
+
+
+JSONL_SOURCE = JsonlSource()
+
+
+def test_a_new_source_is_one_object_registered_in_one_place(tmp_path, monkeypatch):
+    from datetime import datetime, timedelta, timezone
+
+    from neusym.ingest.sources import registry
+    from neusym.ingest.sources.acl_source import parse_acl_collection
+
+    monkeypatch.setitem(registry.SOURCES, "jsonl", "tests.test_crawl:JSONL_SOURCE")
+    day = datetime(2024, 8, 1, tzinfo=timezone.utc)
+    records = tmp_path / "records.jsonl"
+    papers = [p.model_copy(update={"source": "jsonl", "updated": day + timedelta(hours=i)})
+              for i, p in enumerate(parse_acl_collection(ACL_XML)[:3])]
+    records.write_text("".join(p.model_dump_json() + "\n" for p in papers))
+    settings = Settings(home=tmp_path / "home", source_retries=0)
+    spec = {"source": "jsonl", "path": str(records)}
+    report = ingest([], settings, crawl_specs=[spec], download=False)
+    assert (report.crawled[0].status, report.crawled[0].papers) == ("ok", 3)
+    assert sorted(t for (t,) in fetch_all(settings.db_path, "SELECT title FROM metadata")) == sorted(p.title for p in papers)
+    assert fetch_all(settings.db_path, "SELECT watermark_key, watermark FROM crawl_state") == [
+        ("jsonl:records.jsonl", (day + timedelta(hours=2)).replace(tzinfo=None))]
+    again = ingest([], settings, crawl_specs=[spec], download=False)  # nothing newer than the watermark
+    assert again.crawled[0].papers == 0 and again.row_counts["metadata"] == 3
+    with pytest.raises(ValueError, match="unknown crawl source 'dblp'; known sources: arxiv, openreview, acl, jsonl"):
+        ingest([], settings, crawl_specs=[{"source": "dblp"}], download=False)

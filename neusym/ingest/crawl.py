@@ -34,10 +34,11 @@ from typing import Any, Literal
 import duckdb
 import pyarrow as pa
 import requests
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from neusym.ids import PAPER_NS, airqa_paper_id, normalize_title, paper_id_for
 from neusym.settings import Settings
+from neusym.ingest.sources.registry import get_source
 from neusym.ingest.sources.base import (
     SourceError,
     SourcePaper,
@@ -52,42 +53,37 @@ from neusym.store.db import writer
 from neusym.store.pdfs import display_name, pdf_key
 from neusym.store.storage import StorageError, storage
 
-SourceName = Literal["arxiv", "openreview", "acl"]
-
-
 class CrawlSpec(BaseModel):
-    """One configured crawl: a source and what to ask it for."""
+    """One configured crawl: a ``source`` (a name of :data:`neusym.ingest.sources.registry.SOURCES`)
+    and what to ask it for, as the source's own options (flat fields beside ``source``, e.g.
+    ``{"source": "acl", "paths": [...], "volumes": ["long"]}``), validated by the source's options
+    model. Raises ValueError (pydantic's ValidationError) for an unknown source or option."""
 
-    source: SourceName
-    # arxiv
-    categories: list[str] = Field(default_factory=list)
-    query: str | None = None
-    id_list: list[str] = Field(default_factory=list)
-    max_results: int | None = None
-    # openreview
-    venue_id: str | None = None
-    accepted_only: bool = True
-    # acl
-    paths: list[str] = Field(default_factory=list)
-    volumes: list[str] = Field(default_factory=list)
-    collections: list[str] = Field(default_factory=list)
+    model_config = ConfigDict(extra="allow")
+
+    source: str
+    _options: Any = PrivateAttr(default=None)
+
+    @field_validator("source")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        get_source(value)  # raises ValueError naming the registered sources
+        return value
+
+    @model_validator(mode="after")
+    def _valid_options(self) -> "CrawlSpec":
+        self._options = get_source(self.source).options.model_validate(dict(self.model_extra or {}))
+        return self
+
+    @property
+    def options(self) -> BaseModel:
+        """The validated options of the source (e.g. :class:`neusym.ingest.sources.acl_source.AclOptions`)."""
+        return self._options
 
     @property
     def scope(self) -> str:
         """What this crawl covers, the second half of its watermark key."""
-        if self.source == "arxiv":
-            from neusym.ingest.sources.arxiv_source import build_arxiv_query
-
-            parts = []
-            if self.categories or self.query:
-                parts.append(build_arxiv_query(self.categories, self.query))
-            if self.id_list:
-                parts.append("ids:" + ",".join(sorted(self.id_list)))
-            return " | ".join(parts)
-        if self.source == "openreview":
-            return f"{self.venue_id}{'' if self.accepted_only else ' (all submissions)'}"
-        sel = ",".join(sorted(self.collections)) or ",".join(sorted(Path(p).name for p in self.paths))
-        return sel + (f" [{','.join(sorted(self.volumes))}]" if self.volumes else "")
+        return get_source(self.source).scope(self.options)
 
     @property
     def watermark_key(self) -> str:
@@ -115,7 +111,7 @@ class CrawlResult(BaseModel):
     unless no record at all was good).
     """
 
-    source: SourceName
+    source: str
     watermark_key: str
     status: Literal["ok", "failed"]
     papers: int = 0
@@ -194,37 +190,14 @@ def read_watermark(settings: Settings, key: str) -> datetime | None:
 
 def fetch(spec: CrawlSpec, settings: Settings, since: datetime | None,
           errors: list[SourceError] | None = None) -> tuple[list[SourcePaper], datetime | None]:
-    """Run the source client of ``spec`` with the connection settings; raises SourceError.
+    """Run the source of ``spec`` (:func:`neusym.ingest.sources.registry.get_source`) with its
+    options and the connection settings; raises SourceError.
 
     ``errors``: if a list, the client skips bad records (and, for ACL, failing files), appending a
     :class:`SourceError` for each (``record_id`` set for a record), and returns the rest; the
     watermark it returns never passes a skipped record. Without it the first bad record raises.
     """
-    common = dict(timeout=settings.source_timeout_s, num_retries=settings.source_retries, errors=errors)
-    if spec.source == "arxiv":
-        from neusym.ingest.sources.arxiv_source import build_arxiv_query, fetch_arxiv
-
-        query = build_arxiv_query(spec.categories, spec.query) if (spec.categories or spec.query) else None
-        return fetch_arxiv(query, spec.id_list or None, since=since, page_size=settings.arxiv_page_size,
-                           max_results=spec.max_results or settings.arxiv_max_results,
-                           delay_seconds=settings.arxiv_delay_s, base_url=settings.arxiv_api_url, **common)
-    if spec.source == "openreview":
-        from neusym.ingest.sources.openreview_source import fetch_openreview
-
-        if not spec.venue_id:
-            raise SourceError("openreview", "<config>", "venue_id is required")
-        return fetch_openreview(spec.venue_id, accepted_only=spec.accepted_only, since=since,
-                                baseurl=settings.openreview_baseurl, username=settings.openreview_username,
-                                password=settings.openreview_password, backoff_seconds=settings.source_backoff_s,
-                                **common)
-    from neusym.ingest.sources.acl_source import fetch_acl
-
-    if not spec.paths:
-        raise SourceError("acl", "<config>", "paths (collection XML files, directories or URLs) are required")
-    # a whole collection re-reads in well under a second: no watermark filtering, upserts are idempotent
-    return fetch_acl(spec.paths, volumes=set(spec.volumes) or None, collections=set(spec.collections) or None,
-                     backoff_seconds=settings.source_backoff_s, cache_dir=settings.staging_dir / "http-cache",
-                     **common)
+    return get_source(spec.source).fetch(spec.options, settings, since, errors)
 
 
 def crawl_stage(spec: CrawlSpec | dict, settings: Settings) -> CrawlResult:

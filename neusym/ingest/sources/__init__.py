@@ -1,4 +1,5 @@
-"""Metadata sources of the nightly crawl: arXiv, OpenReview (API v2) and the ACL Anthology.
+"""Metadata sources of the nightly crawl: arXiv, OpenReview (API v2) and the ACL Anthology, each a
+:class:`~neusym.ingest.sources.registry.CrawlSource` registered in :mod:`neusym.ingest.sources.registry`.
 
 Each ``fetch_*`` function takes a watermark ``since`` and returns ``(papers, new_watermark)``, the
 papers being :class:`SourcePaper` records; :func:`merge_sources` groups records of the same work and

@@ -23,11 +23,12 @@ from __future__ import annotations
 import logging
 import re
 from datetime import datetime, timedelta, timezone
-from typing import Literal
+from typing import Any, Literal
 
 import arxiv
 import requests
 from lxml import etree
+from pydantic import BaseModel, ConfigDict, Field
 
 from neusym.ingest.sources import _http
 from neusym.ingest.sources.base import SourceError, SourcePaper, bibtex_key, format_bibtex, watermark_before_skipped
@@ -360,3 +361,43 @@ def _safe_paper(result: arxiv.Result) -> SourcePaper | None:
         return _to_paper(result)
     except ValueError:
         return None
+
+
+class ArxivOptions(BaseModel):
+    """A crawl of arXiv: ``categories`` (``cs.CL``) and/or ``query`` terms, or an ``id_list``;
+    ``max_results`` (default ``NEUSYM_ARXIV_MAX_RESULTS``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    categories: list[str] = Field(default_factory=list)
+    query: str | None = None
+    id_list: list[str] = Field(default_factory=list)
+    max_results: int | None = None
+
+
+class ArxivSource:
+    """arXiv through the ``arxiv`` client (:func:`fetch_arxiv`); settings ``arxiv_page_size``,
+    ``arxiv_max_results``, ``arxiv_delay_s``, ``arxiv_api_url``, ``source_timeout_s``, ``source_retries``."""
+
+    name = "arxiv"
+    options = ArxivOptions
+
+    def scope(self, options: ArxivOptions) -> str:
+        parts = []
+        if options.categories or options.query:
+            parts.append(build_arxiv_query(options.categories, options.query))
+        if options.id_list:
+            parts.append("ids:" + ",".join(sorted(options.id_list)))
+        return " | ".join(parts)
+
+    def fetch(self, options: ArxivOptions, settings: Any, since: datetime | None,
+              errors: list[SourceError] | None) -> tuple[list[SourcePaper], datetime | None]:
+        query = build_arxiv_query(options.categories, options.query) if (options.categories or options.query) else None
+        return fetch_arxiv(query, options.id_list or None, since=since, page_size=settings.arxiv_page_size,
+                           max_results=options.max_results or settings.arxiv_max_results,
+                           delay_seconds=settings.arxiv_delay_s, base_url=settings.arxiv_api_url,
+                           timeout=settings.source_timeout_s, num_retries=settings.source_retries, errors=errors)
+
+
+CRAWL_SOURCE = ArxivSource()
+

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from neusym.errors import NeusymError
 from neusym.ids import normalize_title
 
-SourceName = Literal["arxiv", "openreview", "acl"]
+SourceName = str
+"""A source's name: a key of :data:`neusym.ingest.sources.registry.SOURCES` (arxiv, openreview, acl)."""
 #: A watermark is the UTC datetime of the newest record already committed (None = never fetched).
 Watermark = datetime | None
 

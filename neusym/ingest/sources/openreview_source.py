@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 import requests
+from pydantic import BaseModel, ConfigDict
 
 from neusym.ingest.sources import _http
 from neusym.ingest.sources.base import SourceError, SourcePaper, bibtex_key, format_bibtex, watermark_before_skipped
@@ -315,3 +316,37 @@ def _handle_bad(error: SourceError, errors: list[SourceError] | None) -> None:
         raise error
     log.warning("%s", error)
     errors.append(error)
+
+
+class OpenReviewOptions(BaseModel):
+    """A crawl of OpenReview: the ``venue_id`` (``ICLR.cc/2024/Conference``); ``accepted_only``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    venue_id: str | None = None
+    accepted_only: bool = True
+
+
+class OpenReviewSource:
+    """OpenReview API v2 through ``openreview-py`` (:func:`fetch_openreview`); settings
+    ``openreview_baseurl``, ``openreview_username``, ``openreview_password``, ``source_timeout_s``,
+    ``source_retries``, ``source_backoff_s``."""
+
+    name = "openreview"
+    options = OpenReviewOptions
+
+    def scope(self, options: OpenReviewOptions) -> str:
+        return f"{options.venue_id}{'' if options.accepted_only else ' (all submissions)'}"
+
+    def fetch(self, options: OpenReviewOptions, settings: Any, since: datetime | None,
+              errors: list[SourceError] | None) -> tuple[list[SourcePaper], datetime | None]:
+        if not options.venue_id:
+            raise SourceError("openreview", "<config>", "venue_id is required")
+        return fetch_openreview(options.venue_id, accepted_only=options.accepted_only, since=since,
+                                baseurl=settings.openreview_baseurl, username=settings.openreview_username,
+                                password=settings.openreview_password, backoff_seconds=settings.source_backoff_s,
+                                timeout=settings.source_timeout_s, num_retries=settings.source_retries, errors=errors)
+
+
+CRAWL_SOURCE = OpenReviewSource()
+
