@@ -765,3 +765,55 @@ def paper_text_vectors(papers: Sequence[tuple[str | None, str | None, str | None
                 _PAPER_CACHE.pop(next(iter(_PAPER_CACHE)))
             _PAPER_CACHE[key] = ptv
     return out  # type: ignore[return-value]
+
+
+@dataclass
+class EncodedCells:
+    """Every encodable cell of one paper with its vectors: ``cells`` (:class:`Cell`), ``sparse``
+    (BM25 ``(indices, values)`` per cell) and ``dense`` (a 384-d list per cell, or None)."""
+
+    cells: list[Cell]
+    sparse: list[tuple[list[int], list[float]]]
+    dense: list[list[float] | None]
+
+
+def encode_cells(rows: dict[str, list[dict]], *, settings: "Settings") -> EncodedCells:
+    """The vectors of every encodable cell of one paper's rows (``{table: [row dict, ...]}``).
+
+    Rules: each cell's BM25 sparse vector from its text; its dense vector from the settings' dense
+    backend, except ``metadata.abstract`` (its span of one pass over the paper's title + abstract
+    + tldr, :func:`paper_text_vectors`, shared with the paper index) and the cells of
+    :data:`DERIVED_DENSE` (``pages.page_content`` / ``sections.section_content``: the mean of their
+    chunks' vectors; a page or section without chunks gets its own text's vector)."""
+    cells = encodable_cells(rows)
+    sparse = [bm25_document_vector(c.text, k1=settings.bm25_k1, b=settings.bm25_b,
+                                   avg_len=settings.bm25_avg_doc_tokens) for c in cells]
+    abstract = [i for i, c in enumerate(cells) if (c.table_name, c.column_name) == ("metadata", "abstract")]
+    own = [i for i, c in enumerate(cells)
+           if (c.table_name, c.column_name) not in DERIVED_DENSE and i not in abstract]
+    dense: list[list[float] | None] = [None] * len(cells)
+    for i, v in zip(own, dense_vectors([cells[i].text for i in own], settings=settings)):
+        dense[i] = v.tolist()
+    if abstract:  # the abstract's span of one pass over "title. abstract. tldr" (shared with the paper index)
+        meta = rows["metadata"][0]
+        ptv = paper_text_vectors([(meta.get("title"), cells[abstract[0]].text, meta.get("tldr"))], settings=settings)[0]
+        dense[abstract[0]] = ptv.abstract
+    members: dict[tuple[str, str], list] = {}
+    chunk_rows = {str(r["chunk_id"]): r for r in rows.get("chunks", [])}
+    for i, c in enumerate(cells):
+        if (c.table_name, c.column_name) == ("chunks", "text_content"):
+            row = chunk_rows.get(c.primary_key)
+            for field_name in ("ref_page_id", "ref_section_id"):
+                if row is not None and row.get(field_name):
+                    members.setdefault((field_name, str(row[field_name])), []).append(dense[i])
+    fallback = []
+    for i, c in enumerate(cells):
+        field_name = DERIVED_DENSE.get((c.table_name, c.column_name))
+        if field_name is not None:
+            dense[i] = mean_vector(members.get((field_name, c.primary_key), []))
+            if dense[i] is None:
+                fallback.append(i)  # a page or section without chunks: its own text
+    for i, v in zip(fallback, dense_vectors([cells[i].text for i in fallback], settings=settings)):
+        dense[i] = v.tolist()
+    return EncodedCells(cells, sparse, dense)
+

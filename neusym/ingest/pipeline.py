@@ -24,47 +24,35 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Iterable, Literal
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
-from neusym.ingest import parse as parse_module
-from neusym.encode import (
-    DERIVED_DENSE,
-    bm25_document_vector,
-    dense_vectors,
-    encodable_cells,
-    encoder_version,
-    mean_vector,
-    paper_text_vectors,
-)
-from neusym.errors import NoInputError, StagingError, UnparseablePDF
+from neusym.encode import encode_cells, encoder_version
+from neusym.errors import NoInputError, UnparseablePDF
 from neusym.ids import airqa_paper_id
+from neusym.ingest import parse as parse_module
 from neusym.ingest.materialize import MaterializeReport, materialize
 from neusym.ingest.publish import PublishReport, publish
-from neusym.records import TABLE_RECORDS
-from neusym.settings import Settings, usable_cores
 from neusym.ingest.staging import (
     drop_quarantine,
-    fetch_parsed,
-    fetch_quarantine,
     load_parsed_table,
     parsed_dir,
-    read_manifest,
-    replace_dir_atomic,
+    pull_staged_parse,
     stage_parsed,
     stage_quarantine,
+    stage_vectors,
+    staged_for_materialize,
     staged_manifest,
+    staged_parse_source,
     vectors_dir,
-    write_json_atomic,
 )
-from neusym.store.pdfs import store_dir, store_pdf
-from neusym.store.storage import StorageError, is_url, local_input, storage
+from neusym.records import TABLE_RECORDS
+from neusym.settings import Settings, usable_cores
+from neusym.store.pdfs import share_pdf, store_dir, store_pdf
+from neusym.store.storage import StorageError, is_url, local_input
 
 
 logger = logging.getLogger(__name__)
@@ -223,90 +211,31 @@ def parse_stage(
 
 
 # ----------------------------------------------------------------------------------- encode
-_VECTOR_SCHEMA = pa.schema([
-    ("point_id", pa.string()), ("table_name", pa.string()), ("column_name", pa.string()),
-    ("primary_key", pa.string()), ("paper_id", pa.string()), ("page_number", pa.int64()),
-    ("text_sha", pa.string()), ("encoder_version", pa.string()),
-    ("dense", pa.list_(pa.float32())), ("indices", pa.list_(pa.uint32())), ("values", pa.list_(pa.float32())),
-])
-
-
 def encode_stage(parsed: ParseResult | dict, settings: Settings) -> EncodeResult:
     """Encode every encodable cell of one staged paper (staged as ``staging/vectors/<sha>/cells.parquet``).
 
-    Each cell gets its BM25 sparse vector and its dense vector: encoded with the settings' dense
-    backend; for ``pages.page_content`` / ``sections.section_content`` the mean of their chunks'
-    vectors (:data:`neusym.encode.DERIVED_DENSE`); for ``metadata.abstract`` its span of one pass
-    over the paper's title + abstract (:func:`neusym.encode.paper_text_vectors`). Reuses staged vectors made by the same encoder
-    from the same staged parse. The publish stage takes vectors from here when they match the cell.
+    The vectors are :func:`neusym.encode.encode_cells` of the staged rows (BM25 and dense per cell,
+    the abstract's span of the paper text pass, page and section means of their chunks). Reuses
+    staged vectors made by the same encoder from the same staged parse. The publish stage takes
+    vectors from here when they match the cell.
     """
     parsed = ParseResult.model_validate(parsed)
     start = time.perf_counter()
     if parsed.status == "quarantined" or not parsed.staged_dir:
         return EncodeResult(pdf_sha256=parsed.pdf_sha256, status="skipped")
     tag = encoder_version(settings.dense_backend)
-    shared = storage(settings).shared
-    src = parsed_dir(settings, parsed.pdf_sha256) if shared else Path(parsed.staged_dir)
-    src_manifest = (staged_manifest(settings, src) if shared else read_manifest(src)) or {}
+    src, src_manifest = staged_parse_source(settings, parsed.pdf_sha256, parsed.staged_dir)
     out = vectors_dir(settings, parsed.pdf_sha256)
     manifest = staged_manifest(settings, out)
     if (manifest and manifest.get("encoder_version") == tag
             and manifest.get("parse_staged_at") == src_manifest.get("staged_at")):
         return EncodeResult(pdf_sha256=parsed.pdf_sha256, paper_id=parsed.paper_id, status="reused",
                             vectors_dir=str(out), points=manifest["points"], seconds=time.perf_counter() - start)
-    if shared:  # staged on another host (or re-staged since this host's copy): pull the storage's copy
-        if fetch_parsed(settings, parsed.pdf_sha256) is None:
-            raise StagingError(f"{storage(settings).url_of(storage(settings).key_of(src))}: the staged parse of "
-                               f"{parsed.pdf_path} is not in the shared storage")
-        src_manifest = read_manifest(src) or {}
+    src_manifest = pull_staged_parse(settings, parsed.pdf_sha256, src, parsed.pdf_path)
     rows = {table: load_parsed_table(src, table) for table in TABLE_RECORDS}
-    cells = encodable_cells(rows)
-    sparse = [bm25_document_vector(c.text, k1=settings.bm25_k1, b=settings.bm25_b,
-                                   avg_len=settings.bm25_avg_doc_tokens) for c in cells]
-    abstract = [i for i, c in enumerate(cells) if (c.table_name, c.column_name) == ("metadata", "abstract")]
-    own = [i for i, c in enumerate(cells)
-           if (c.table_name, c.column_name) not in DERIVED_DENSE and i not in abstract]
-    dense: list[list[float] | None] = [None] * len(cells)
-    for i, v in zip(own, dense_vectors([cells[i].text for i in own], settings=settings)):
-        dense[i] = v.tolist()
-    if abstract:  # the abstract's span of one pass over "title. abstract. tldr" (shared with the paper index)
-        meta = rows["metadata"][0]
-        ptv = paper_text_vectors([(meta.get("title"), cells[abstract[0]].text, meta.get("tldr"))], settings=settings)[0]
-        dense[abstract[0]] = ptv.abstract
-    members: dict[tuple[str, str], list] = {}
-    chunk_rows = {str(r["chunk_id"]): r for r in rows.get("chunks", [])}
-    for i, c in enumerate(cells):
-        if (c.table_name, c.column_name) == ("chunks", "text_content"):
-            row = chunk_rows.get(c.primary_key)
-            for field in ("ref_page_id", "ref_section_id"):
-                if row is not None and row.get(field):
-                    members.setdefault((field, str(row[field])), []).append(dense[i])
-    fallback = []
-    for i, c in enumerate(cells):
-        field = DERIVED_DENSE.get((c.table_name, c.column_name))
-        if field is not None:
-            dense[i] = mean_vector(members.get((field, c.primary_key), []))
-            if dense[i] is None:
-                fallback.append(i)  # a page or section without chunks: its own text
-    for i, v in zip(fallback, dense_vectors([cells[i].text for i in fallback], settings=settings)):
-        dense[i] = v.tolist()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{parsed.pdf_sha256}."))
-    table = pa.table({
-        "point_id": [c.point_id for c in cells], "table_name": [c.table_name for c in cells],
-        "column_name": [c.column_name for c in cells], "primary_key": [c.primary_key for c in cells],
-        "paper_id": [c.paper_id for c in cells], "page_number": [c.page_number for c in cells],
-        "text_sha": [c.text_sha for c in cells], "encoder_version": [tag] * len(cells),
-        "dense": dense, "indices": [i for i, _ in sparse], "values": [v for _, v in sparse],
-    }, schema=_VECTOR_SCHEMA)
-    pq.write_table(table, tmp / "cells.parquet")
-    points = {"cells": len(cells), "dense": sum(1 for d in dense if d is not None)}
-    write_json_atomic(tmp / "manifest.json", {
-        "paper_id": parsed.paper_id, "pdf_sha256": parsed.pdf_sha256, "encoder_version": tag,
-        "parse_staged_at": src_manifest.get("staged_at"), "points": points,
-    })
-    replace_dir_atomic(tmp, out)
-    storage(settings).push(out)
+    out, points = stage_vectors(settings, parsed.pdf_sha256, encode_cells(rows, settings=settings),
+                                paper_id=parsed.paper_id, encoder_version=tag,
+                                parse_staged_at=src_manifest.get("staged_at"))
     return EncodeResult(pdf_sha256=parsed.pdf_sha256, paper_id=parsed.paper_id, status="encoded",
                         vectors_dir=str(out), points=points, seconds=time.perf_counter() - start)
 
@@ -320,19 +249,7 @@ def materialize_stage(parsed: list[ParseResult | dict], settings: Settings, *, f
     ``force`` loads lower-quality copies anyway; PDFs the crawl downloaded for a known paper (a new
     version, decided by provenance) are not compared with the stored copy."""
     results = [ParseResult.model_validate(p) for p in parsed]
-    if storage(settings).shared:  # staged by workers on other hosts: pull them into this home first
-        dirs = []
-        for r in results:
-            if r.staged_dir:
-                d = fetch_parsed(settings, r.pdf_sha256)
-                if d is None:
-                    raise StagingError(f"{r.pdf_path}: its staged parse is not in the shared storage "
-                                       f"{settings.storage_url}")
-                dirs.append(d)
-        qfiles = [q for r in results if r.quarantine_file and (q := fetch_quarantine(settings, r.pdf_sha256))]
-    else:
-        dirs = [Path(r.staged_dir) for r in results if r.staged_dir]
-        qfiles = [Path(r.quarantine_file) for r in results if r.quarantine_file and Path(r.quarantine_file).exists()]
+    dirs, qfiles = staged_for_materialize(settings, results)
     downloads = [r.download for r in results if r.download and r.staged_dir]
     new_versions = {r.pdf_sha256 for r in results if r.download and r.paper_id}
     return materialize(settings, dirs, qfiles, downloads, force=force, new_versions=new_versions)
@@ -383,16 +300,12 @@ def input_items(pdfs: list[str], settings: Settings) -> list[dict]:
     ``pdf_path`` reads it from there. URLs are passed through (every host can fetch them). A file
     with the same bytes as an earlier one is parsed once (:func:`unique_files`).
     Raises :class:`neusym.store.storage.StorageError` when the storage cannot be written."""
-    st = storage(settings)
     items = []
     pdfs, _, digests = unique_files(pdfs)
     for p in pdfs:
         item = ParseItem(pdf_path=str(p))
-        if st.shared and not is_url(p):
-            key = f"pdfs/sha256/{digests.get(str(p)) or sha256_file(Path(p))}.pdf"
-            if not st.exists(key):
-                st.put_file(Path(p), key)
-            item.source = st.url_of(key)
+        if not is_url(p) and str(p) in digests:
+            item.source = share_pdf(settings, Path(p), digests[str(p)])
         items.append(item.model_dump())
     return items
 

@@ -194,3 +194,83 @@ def drop_quarantine(settings: Settings, pdf_sha256: str) -> None:
     st = storage(settings)
     if st.shared:
         st.delete(st.key_of(path))
+
+
+# -- the hand-offs of the pipeline's stages (local home, or the shared storage on several hosts) -----------
+def staged_parse_source(settings: Settings, pdf_sha256: str, staged_dir: str | None) -> tuple[Path, dict]:
+    """Where the encode stage reads the staged parse of a PDF, and its manifest: this home's
+    ``staged_dir``, or with a shared storage the storage's copy (its manifest read without
+    downloading the tables). The manifest is ``{}`` when there is none."""
+    if storage(settings).shared:
+        src = parsed_dir(settings, pdf_sha256)
+        return src, staged_manifest(settings, src) or {}
+    src = Path(staged_dir) if staged_dir else parsed_dir(settings, pdf_sha256)
+    return src, read_manifest(src) or {}
+
+
+def pull_staged_parse(settings: Settings, pdf_sha256: str, src: Path, what: str) -> dict:
+    """Make the staged parse at ``src`` readable on this host (with a shared storage: download it,
+    it may have been staged on another host or re-staged since) and return its manifest. Raises
+    :class:`StagingError` naming ``what`` (the PDF) when the storage does not have it."""
+    st = storage(settings)
+    if st.shared and fetch_parsed(settings, pdf_sha256) is None:
+        raise StagingError(f"{st.url_of(st.key_of(src))}: the staged parse of {what} is not in the shared storage")
+    return read_manifest(src) or {}
+
+
+VECTOR_SCHEMA = pa.schema([
+    ("point_id", pa.string()), ("table_name", pa.string()), ("column_name", pa.string()),
+    ("primary_key", pa.string()), ("paper_id", pa.string()), ("page_number", pa.int64()),
+    ("text_sha", pa.string()), ("encoder_version", pa.string()),
+    ("dense", pa.list_(pa.float32())), ("indices", pa.list_(pa.uint32())), ("values", pa.list_(pa.float32())),
+])
+"""``staging/vectors/<sha256>/cells.parquet``: one row per encodable cell of a staged paper."""
+
+
+def stage_vectors(settings: Settings, pdf_sha256: str, encoded: Any, *, paper_id: str | None, encoder_version: str,
+                  parse_staged_at: str | None) -> tuple[Path, dict[str, int]]:
+    """Write the vectors of one paper's cells (:class:`neusym.encode.EncodedCells`) to
+    ``staging/vectors/<sha256>/`` atomically (``cells.parquet`` + ``manifest.json`` with the encoder
+    version and the staged parse it was made from) and push it to the shared storage; returns the
+    directory and the point counts ``{"cells", "dense"}``."""
+    cells, dense, sparse = encoded.cells, encoded.dense, encoded.sparse
+    out = vectors_dir(settings, pdf_sha256)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{pdf_sha256}."))
+    table = pa.table({
+        "point_id": [c.point_id for c in cells], "table_name": [c.table_name for c in cells],
+        "column_name": [c.column_name for c in cells], "primary_key": [c.primary_key for c in cells],
+        "paper_id": [c.paper_id for c in cells], "page_number": [c.page_number for c in cells],
+        "text_sha": [c.text_sha for c in cells], "encoder_version": [encoder_version] * len(cells),
+        "dense": dense, "indices": [i for i, _ in sparse], "values": [v for _, v in sparse],
+    }, schema=VECTOR_SCHEMA)
+    pq.write_table(table, tmp / "cells.parquet")
+    points = {"cells": len(cells), "dense": sum(1 for d in dense if d is not None)}
+    write_json_atomic(tmp / "manifest.json", {
+        "paper_id": paper_id, "pdf_sha256": pdf_sha256, "encoder_version": encoder_version,
+        "parse_staged_at": parse_staged_at, "points": points,
+    })
+    replace_dir_atomic(tmp, out)
+    storage(settings).push(out)
+    return out, points
+
+
+def staged_for_materialize(settings: Settings, results: list[Any]) -> tuple[list[Path], list[Path]]:
+    """The staged parse directories and quarantine records of a run's parse results (objects with
+    ``pdf_path``, ``pdf_sha256``, ``staged_dir``, ``quarantine_file``), readable on this host: with a
+    shared storage they are pulled first (staged by workers on other hosts). Raises
+    :class:`StagingError` naming a PDF whose staged parse the storage does not have."""
+    if not storage(settings).shared:
+        dirs = [Path(r.staged_dir) for r in results if r.staged_dir]
+        qfiles = [Path(r.quarantine_file) for r in results if r.quarantine_file and Path(r.quarantine_file).exists()]
+        return dirs, qfiles
+    dirs = []
+    for r in results:
+        if r.staged_dir:
+            d = fetch_parsed(settings, r.pdf_sha256)
+            if d is None:
+                raise StagingError(f"{r.pdf_path}: its staged parse is not in the shared storage {settings.storage_url}")
+            dirs.append(d)
+    qfiles = [q for r in results if r.quarantine_file and (q := fetch_quarantine(settings, r.pdf_sha256))]
+    return dirs, qfiles
+

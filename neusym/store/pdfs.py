@@ -75,6 +75,20 @@ def store_pdf(settings: Settings, path: Path, sha256: str) -> str:
     return key
 
 
+def share_pdf(settings: Settings, path: Path, sha256: str) -> str | None:
+    """Put a found input PDF into the shared storage's PDF store (uploaded only when not there yet),
+    so a parse task on any host can read it; returns its URL there, or None on one machine (no
+    ``NEUSYM_STORAGE_URL``: the parse reads the file where it was found). Raises
+    :class:`neusym.store.storage.StorageError` when the storage cannot be written."""
+    st = storage(settings)
+    if not st.shared:
+        return None
+    key = pdf_key(sha256)
+    if not st.exists(key):
+        st.put_file(Path(path), key)
+    return st.url_of(key)
+
+
 def pdf_file(settings: Settings, pdf_path: str | None) -> Path | None:
     """The local file of a ``metadata.pdf_path`` value, or None when it is not on this host.
 
@@ -109,4 +123,4 @@ def display_name(path_or_url: str | os.PathLike) -> str:
     return Path(text.removeprefix("file://")).name or text
 
 
-__all__ = ["STORE_DIR", "display_name", "pdf_file", "pdf_key", "store_dir", "store_pdf"]
+__all__ = ["STORE_DIR", "display_name", "pdf_file", "pdf_key", "share_pdf", "store_dir", "store_pdf"]
