@@ -121,6 +121,11 @@ class Settings(BaseSettings):
     sql_wait_s: float = Field(10.0, ge=0, description="How long a SQL query waits for a free worker before it is "
                               "refused as busy (HTTP 503 with Retry-After).")
     agent_max_turns: int = 20
+    cues_off: list[str] = Field(
+        default_factory=list,
+        description='Families of question-wording rules to turn off (JSON list in NEUSYM_CUES_OFF, e.g. '
+        '["table_operation", "intent_publication"]; the families are listed in neusym/query/agent/cues.py and '
+        'benchmarks/results/cue_hits.json). An unknown family is refused.')
     agent_max_seconds: float = Field(600.0, description="Wall-clock limit of one agent run: past 80% of it the next "
                                      "turn must answer, past it the run stops (stop_reason time_limit).")
     observation_max_tokens: int = Field(

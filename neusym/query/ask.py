@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from neusym.llm.chat import LLM, CancellableLLM, make_llm
 from neusym.query.agent.actions import Environment
+from neusym.query.agent.cues import families_off
 from neusym.query.agent.router import answer_auto
 from neusym.query.agent.methods import Method, get_method
 from neusym.query.agent.react import run_loop
@@ -48,11 +49,23 @@ def ask(
     a running SQL query is killed and :class:`neusym.llm.chat.RunCancelled` is raised;
     ``conferences``: AirQA ``conference`` scope (``["acl2023"]``) for the router's paper search.
 
-    Raises :class:`neusym.query.agent.methods.MethodError` for an unknown method,
+    The cue families of ``settings.cues_off`` (``NEUSYM_CUES_OFF``) are turned off while it answers
+    (:mod:`neusym.query.agent.cues`).
+
+    Raises :class:`neusym.query.agent.methods.MethodError` for an unknown method, ValueError for an
+    unknown cue family,
     :class:`neusym.llm.chat.LLMError` when the LLM backend fails,
     :class:`neusym.store.versions.NoCorpusVersion` when nothing is published.
     """
     chosen = get_method(method)
+    with families_off(settings.cues_off):
+        return _ask(question, settings=settings, chosen=chosen, paper_ids=paper_ids, answer_format=answer_format,
+                    llm=llm, env=env, version=version, on_step=on_step, cancel=cancel, conferences=conferences)
+
+
+def _ask(question: str, *, settings: Settings, chosen: Method, paper_ids: list[str] | None, answer_format: str | None,
+         llm: LLM | None, env: Environment | None, version: Any, on_step: Callable[[Step], None] | None,
+         cancel: threading.Event | None, conferences: list[str] | None) -> AgentResult:
     own_env = env is None
     env = env or Environment(settings, version=version)
     if cancel is not None:

@@ -26,16 +26,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neusym.values import UNPARSED, clean_text, coerce_bool, coerce_number, parse_literal
+from neusym.query.agent.cues import (
+    FORMAT_BOOL as _BOOL,
+    FORMAT_DECIMALS as _DECIMALS,
+    FORMAT_FLOAT as _FLOAT,
+    FORMAT_FREE as _FREE,
+    FORMAT_HEAD as _HEAD,
+    FORMAT_INT as _INT,
+    FORMAT_LIST as _LIST,
+    FORMAT_LIST_LENGTH as _LIST_LEN,
+)
 
 _COUNTS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
-_LIST = re.compile(r"\bpython\s+list\b|\blist\s+of\b", re.I)
-_LIST_LEN = re.compile(r"\blist\s+of\s+(one|two|three|four|five|six|\d)\b", re.I)
-_INT = re.compile(r"\b(?:single|an|one)\s+integer\b|\bpython\s+integer\b|\bshould be an? integer\b", re.I)
-_FLOAT = re.compile(r"\b(?:a|one|single)\s+(?:python\s+)?(?:float|decimal|number)\b|\bas a float\b", re.I)
-_DECIMALS = re.compile(r"(?:rounded to|with)\s+(one|two|three|four|\d)\s+decimal", re.I)
-_BOOL = re.compile(r"\bpython\s+boolean\b|\b(?:a|one)\s+boolean\b", re.I)
-_FREE = re.compile(r"\blatex\b|\bformula\b|\bparagraph\b|\bplain text\b|\btitle\b", re.I)
-_HEAD = re.compile(r"^\s*your answer should be\s+", re.I)
 
 
 @dataclass

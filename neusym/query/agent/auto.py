@@ -42,26 +42,27 @@ from neusym.query.agent.citations import citations_for, word_tokens
 from neusym.query.agent.results import Step
 from neusym.query.agent.symbolic import parse_intent, render_answer
 from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
+from neusym.query.agent.cues import (
+    ASSIGNMENT as _ASSIGNMENT,
+    AUTHOR_BLOCK as _AUTHOR_BLOCK,
+    COMPARE as _COMPARE,
+    ELEMENT_NUMBER_BEFORE as _ELEMENT_NUMBER,
+    ENTITY as _ENTITY,
+    MODALITY_FIGURE,
+    MODALITY_FORMULA,
+    MODALITY_TABLE,
+    PAPER_SEARCH as _PAPER_CUE,
+    TITLE_FORMAT as _TITLE_FORMAT,
+    VENUE_IN_QUESTION as _VENUE_RX,
+    WORKED_ASK as _WORKED_ASK,
+    YEAR_IN_QUESTION as _YEAR,
+)
 
 logger = logging.getLogger(__name__)
 
+_MODALITY = {"table": MODALITY_TABLE, "figure": MODALITY_FIGURE, "formula": MODALITY_FORMULA}
 
-_PAPER_CUE = re.compile(
-    r"^\s*(?:(?:is|are)\s+there\s+(?:any|a|an|some)?\s*(?:recent\s+)?(?:papers?|works?|stud(?:y|ies)|research)\b|"
-    r"(?:which|what)\s+(?:papers?|works?|stud(?:y|ies)|article)\b|"
-    r"(?:can you\s+)?(?:find|recommend|suggest|show)\s+(?:me\s+)?(?:a|the|any|some)?\s*(?:papers?|works?|stud(?:y|ies))\b|"
-    r"(?:i(?:'m|’m| am)\s+)?(?:looking|searching)\s+for\s+(?:a\s+|any\s+|some\s+)?(?:papers?|works?|research|stud(?:y|ies))\b|"
-    r"has\s+anyone\b)", re.I)
-_TITLE_FORMAT = re.compile(r"\btitle\b", re.I)
-_COMPARE = re.compile(r"\b(compare|compared|comparison|both|versus|vs\.?|each of|between the two|two papers|"
-                      r"differ(?:ence|ent|s)? between|common|shared by|in common)\b", re.I)
-_MODALITY = {"table": re.compile(r"\btables?\b", re.I), "figure": re.compile(r"\b(figures?|fig\.|plots?|images?|charts?)\b", re.I),
-             "formula": re.compile(r"\b(equations?|formulas?|formulae|eq\.)\b", re.I)}
-_ENTITY = re.compile(r"\b(?:[A-Z][a-z]*[A-Z]\w*|[A-Z]{2,}\w*|\d+(?:\.\d+)?%?)\b|\"[^\"]+\"")
-_YEAR = re.compile(r"\b(19[5-9]\d|20[0-4]\d)\b")
-_VENUES = ("acl", "emnlp", "naacl", "eacl", "aacl", "coling", "iclr", "icml", "neurips", "nips", "aaai", "ijcai",
-           "cvpr", "iccv", "eccv", "kdd", "sigir", "www", "tacl", "cl", "findings")
-_VENUE_RX = re.compile(r"\b(" + "|".join(_VENUES) + r")(?:[\s-]?(\d{4}))?\b", re.I)
+
 _CONF = re.compile(r"^([a-z]+)(\d{4})$")
 
 
@@ -213,9 +214,6 @@ def _table_the_excerpts_quote(candidates: list[tuple[str, str]], excerpts: list[
     return best
 
 
-_AUTHOR_BLOCK = re.compile(r"\baffiliat\w*|\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal(?:ly)?\s+contribut\w*|"
-                           r"\bcorresponding\s+authors?\b|\bauthors?\b|\binstitut(?:e|es|ion|ions)\b|"
-                           r"\buniversit(?:y|ies)\b", re.I)
 _AUTHOR_NOTE = re.compile(r"equal(?:ly)?\s+contribut|contributed\s+equally|corresponding\s+author|work\s+(?:was\s+)?done|"
                           r"first\s+authors|joint\s+first", re.I)
 _ABSTRACT_HEAD = re.compile(r"\n\s*(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
@@ -416,9 +414,6 @@ _ELEMENT = {"anyOf": [{"type": "string", "maxLength": 300}, {"type": "number"}, 
 
 
 _LITERAL = re.compile(r"(?<![\w.@])(?<!\w-)\d+(?:\.\d+)?%?(?![\w.])")
-_ELEMENT_NUMBER = re.compile(r"\b(?:tables?|figures?|fig\.|sections?|eq\.|equations?|appendix|algorithm|steps?)\s*$", re.I)
-_ASSIGNMENT = re.compile(r"\b[A-Za-z]\w{0,10}\s*=\s*-?\d")
-_WORKED_ASK = re.compile(r"\b(?:using|if|given|whose|when|for\s+a|suppose|assume)\b", re.I)
 
 
 def worked_computation(question: str) -> bool:

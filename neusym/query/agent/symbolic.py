@@ -22,77 +22,34 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
+from neusym.query.agent.cues import (
+    AFFILIATED as _AFFILIATED,
+    AND_ASKS as _AND_ASKS,
+    AND_ELEMENT as _AND_ELEMENT,
+    AUTHORS as _AUTHORS,
+    AUTHORS_WORD as _AUTHORS_WORD,
+    AUTHOR_POSITION as _AUTHOR_POS,
+    COUNT as _COUNT,
+    ELEMENT_WORDS,
+    EQUAL_CONTRIBUTION as _EQUAL_CONTRIBUTION,
+    EQUAL_WORDS as _EQUAL_WORDS,
+    FIRST_PAGE as _FIRST_PAGE,
+    FORMAT_VENUE_YEAR as _FORMAT_VENUE_YEAR,
+    IN_SECTION as _IN_SECTION,
+    NUMBER_OF as _NUMBER_OF,
+    PROCEEDINGS_PAGES as _PROCEEDINGS_PAGES,
+    QUOTED_TITLE as _QUOTED_TITLE,
+    SHARED_AUTHORS as _SHARED_AUTHORS,
+    TITLE as _TITLE,
+    UNCOVERED as _UNCOVERED,
+    VENUE as _VENUE,
+    VENUE_YEAR_ONE_STRING as _VENUE_YEAR,
+    VENUE_YEAR_PAIR as _PAIR,
+    YEAR as _YEAR,
+)
 
-ELEMENT_WORDS = {
-    "table": "tables", "tables": "tables",
-    "figure": "figures", "figures": "figures", "image": "figures", "images": "figures",
-    "equation": "equations", "equations": "equations", "formula": "equations", "formulas": "equations",
-    "formulae": "equations",
-    "section": "sections", "sections": "sections", "subsection": "subsections", "subsections": "subsections",
-    "page": "pages", "pages": "pages",
-    "reference": "references", "references": "references", "citation": "references", "citations": "references",
-    "author": "authors", "authors": "authors",
-}
-_COUNTED = (r"(?=\s*(?:[?,.;:)]|$|(?:does|do|did|are|is|were|was|has|have|had|in|of|on|appear\w*|there|the|this|"
-            r"that|these|and|or|can|altogether|overall|in\s+total|with|without|across|from|contain\w*|listed|"
-            r"numbered|at|for|by|it|its|they|their)\b))")
-"""After the counted word: the end of the question or a function word. "How many author nodes does the
-graph have?" counts nodes, not the paper's authors."""
-_COUNT = re.compile(r"\bhow many\s+(?:distinct\s+|different\s+|numbered\s+|main\s+|top-level\s+)?"
-                    r"(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True)) + r")\b" + _COUNTED, re.I)
-_ELEMENT_ALT = "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True))
-_AND_ELEMENT = re.compile(r"^\s*(?:,\s*)?and\s+(?:how many\s+)?(?:distinct\s+|different\s+|numbered\s+|main\s+|"
-                          r"top-level\s+)?(" + _ELEMENT_ALT + r")\b" + _COUNTED, re.I)
-_NUMBER_OF = re.compile(r"\b(?:the\s+)?(?:total\s+)?number\s+of\s+(" + "|".join(sorted(ELEMENT_WORDS, key=len, reverse=True))
-                        + r")\b" + _COUNTED, re.I)
-_IN_SECTION = re.compile(
-    r"\bin\s+(?:the\s+)?(?:section\s+(?P<num>[A-Z]?\d+(?:\.\d+)*)\b|[\"“']?(?P<name>[A-Za-z][\w \-&]{2,60}?)[\"”']?\s+"
-    r"(?:section|subsection)\b|section\s+[\"“'](?P<qname>[^\"”']{3,60})[\"”'])", re.I)
-_AUTHOR_POS = re.compile(r"\b(first|last|second|third|fourth|fifth|corresponding)\s+author\b", re.I)
-_AUTHORS = re.compile(r"\b(?:who\s+(?:are|were|is|wrote)\b.*\bauthors?\b|(?:list|name|give)\s+(?:all\s+)?(?:of\s+)?"
-                      r"(?:the\s+)?authors\b|\bwho\s+wrote\b|^\s*(?:what|which)\s+are\s+the\s+(?:names\s+of\s+the\s+)?"
-                      r"authors\b)", re.I)
-_VENUE = re.compile(r"\b(?:which|what|at what|in what|in which)\s+(?:conference|venue|proceedings(?!\s+pages?\b)|workshop)\b|"
-                    r"\bwhere\s+was\b.*\bpublished\b", re.I)
-_YEAR = re.compile(r"\b(?:which|what|in what|in which)\s+year\b|\bwhen\s+was\b.*\bpublished\b|"
-                   r"\bpublication\s+year\b|\byear\s+of\s+publication\b", re.I)
-_PAIR = re.compile(r"\b(year|venue|conference)\s+(?:and|&)\s+(?:the\s+)?(year|venue|conference)\b", re.I)
-_TITLE = re.compile(r"\b(?:what\s+is|what's|give|state)\s+(?:the\s+)?(?:full\s+|exact\s+|complete\s+)?title\b", re.I)
-_UNCOVERED = re.compile(
-    r"\baffiliat\w*|\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal\s+contribution\b|\bdoi\b|\bgrants?\b|"
-    r"\bfund(?:ed|ing)\b", re.I)
-"""Parts of a question no template answers (affiliations, e-mails, equal contribution, DOI, funding):
-such a question is not symbolic, even when it also asks for a venue."""
-_PROCEEDINGS_PAGES = re.compile(
-    r"\b(?:which|what)\s+pages\s+(?:of|in)\s+the\s+proceedings\b|\bproceedings\s+pages\b(?!\s+(?:is|are)\b)|"
-    r"\bproceedings\s+page\b[^?.]{0,40}\b(?:start|begin|appear)s?\b|\bpage\s+range\b", re.I)
-"""Where in the proceedings a paper is printed: "on which pages of the proceedings does it appear?",
-"on which proceedings page does each paper start?", "what is its page range?" — not "on which
-proceedings page is the highlighted sentence printed?" (a page of the paper's content)."""
-_AND_ASKS = re.compile(r"\band\s+(?:on\s+|in\s+|at\s+|for\s+)?(?:which|what|how|who|where|when)\b", re.I)
-_FIRST_PAGE = re.compile(r"\b(?:start|begin)s?\b|\bfirst\s+page\b", re.I)
-_VENUE_YEAR = re.compile(r"\babbreviation\s+and\s+year\b|\b(?:conference|venue)\s+and\s+year\s+as\s+(?:one|a\s+single)"
-                         r"\s+string\b", re.I)
-_FORMAT_VENUE_YEAR = re.compile(r"""\bsuch\s+as\s+['"][A-Za-z*-]+\s?(?:19|20)\d\d['"]""")
 _BIBTEX_PAGES = re.compile(r"\bpages\s*=\s*[{\"]\s*(\d+)\s*[-–—]+\s*(\d+)\s*[}\"]", re.I)
 _FOOTER_PAGES = re.compile(r"\bpages\s+(\d+)\s*[-–—]+\s*(\d+)\b")
-_SHARED_AUTHORS = re.compile(
-    r"^\s*(?:which|name|list)\s+(?:the\s+|all\s+)?(?:\w+\s+)?authors?\b[^?]{0,100}?\b(?:on|of|in)\s+both\b|"
-    r"^\s*who\b[^?]{0,60}?\b(?:wrote|authored|co-?authored|is\s+an\s+author\s+of|are\s+authors\s+of)\s+both\b|"
-    r"\bauthors?\b[^?]{0,80}?\b(?:is\s+also\s+an?\s+author|are\s+also\s+(?:the\s+)?authors)\b|"
-    r"\bauthors?\b[^?]{0,60}?\bin\s+common\b|\bauthors?\s+shared\s+by\b|\b(?:common|shared)\s+authors?\b", re.I)
-"""Who wrote both papers: "Which authors appear on both X and Y?", "Which author of X is also an author of Y?"."""
-_AFFILIATED = re.compile(
-    r"^\s*(?:which|who|name|list)\b[^?]{0,120}?\b(?:affiliated\s+with|(?:are|is|were|was)\s+(?:at|from)|"
-    r"work(?:s|ed)?\s+(?:at|for))\s+(?:the\s+)?(?P<org>[^?]{2,80}?)\s*\??\s*$", re.I)
-"""Which authors are affiliated with an organisation: "Which authors of X are affiliated with the
-University of Tehran?", "Who among the authors of X is at Google?"."""
-_EQUAL_CONTRIBUTION = re.compile(
-    r"^\s*(?:which|who|name|list)\b[^?]{0,160}?(?:\bequal(?:ly)?\s+contribut\w*|\bcontribut\w*\s+equally|"
-    r"\bjoint\s+first\s+authors?|\bco-?first\s+authors?)[^?]{0,40}\??\s*$", re.I)
-"""Which authors contributed equally: "Which authors of X are marked as having equal contribution?"."""
-_AUTHORS_WORD = re.compile(r"\bauthors?\b|\bwho\b", re.I)
-_EQUAL_WORDS = re.compile(r"equal(?:ly)?\s+contribut\w*|contribut\w*\s+equally", re.I)
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
 
 
@@ -252,7 +209,6 @@ def _paper_names(env: Any) -> list[tuple[str, str, str | None, str, str, str]]:
     return names
 
 
-_QUOTED_TITLE = re.compile(r"(?:(?<=\s)|(?<=\()|^)['\"“‘]([^'\"“”‘’]{12,200})['\"”’](?=[\s,.;:?!)]|$)")
 
 
 def unknown_titles(question: str, env: Any) -> list[str]:

@@ -26,28 +26,19 @@ from typing import Any
 
 from neusym.errors import NeusymError
 from neusym.values import coerce_number
+from neusym.query.agent.cues import (
+    ABLATION_CUE as _ABLATION_CUE,
+    AVERAGE_WORDS as _AVERAGE_WORDS,
+    DOWN_WORDS as _DOWN_WORDS,
+    GAP_CUE,
+    GAP_WORDS as _GAP_WORDS,
+    TABLE_OPERATION as OPERATION_CUE,
+    WITHOUT_YEAR as _WITHOUT_YEAR,
+)
 
-OPERATION_CUE = re.compile(
-    r"\b(highest|lowest|best|worst|largest|smallest|fewest|least|maximum|minimum|biggest|greatest|"
-    r"most|top|above|below|more than|less than|greater than|fewer than|exceed\w*|at least|at most|over|under|"
-    r"gaps?|differences?)\b",
-    re.I)
-"""Words of a question that may ask for an extremum, a threshold or the largest / smallest gap
-between two columns of a table."""
 
 OPERATIONS = ("highest", "lowest", "above", "below", "largest_gap", "smallest_gap", "none")
 GAP_OPERATIONS = ("largest_gap", "smallest_gap")
-#: What a gap operation computes, and an "Avg." column holds: such words of a question then ask for
-#: nothing more (see :func:`asks_beyond`).
-_GAP_WORDS = re.compile(r"\b(?:differences?|differ|gaps?|gains?|drops?|loses?|lost|increases?|decreases?|"
-                        r"improves?|improvements?|beats?|by how (?:many|much)|how much (?:more|less|higher|lower|"
-                        r"better|worse))\b", re.I)
-GAP_CUE = re.compile(_GAP_WORDS.pattern + r"|\bbetween\b|\bcompared\s+(?:with|to)\b|\bvs\.?|\bversus\b|"
-                     r"\bfrom\b[^?]{1,60}?\bto\b", re.I)
-"""Words of a question that may ask for a gap between two columns; without them the model is not
-offered the gap operations (offered always, the 1.5B model chose a gap for "which change lowers the
-average the most")."""
-_AVERAGE_WORDS = re.compile(r"\b(?:average|mean)\b", re.I)
 _AVERAGE_COLUMN = re.compile(r"\b(?:avg|average|mean)\b", re.I)
 MAX_COLUMNS = 40
 
@@ -284,9 +275,7 @@ def apply_operation(table: ParsedTable, column: int, operation: str, threshold: 
     return TableResult(operation, name, keep, f"rows with '{name}' {operation} {fmt(threshold)}: {listed}")
 
 
-_DOWN_WORDS = re.compile(r"\b(?:drops?|dropp\w*|loses?|lost|los\w+|decreas\w*|lower\w*|worse|worst|degrad\w*|hurts?)\b", re.I)
 _ABLATED = re.compile(r"^\s*(?:[-−–+]\s*|w/o\b|without\b|no\b|minus\b)", re.I)
-_ABLATION_CUE = re.compile(r"\b(?:remov\w*|without|w/o|ablat\w*|leav\w+\s+out|drop\w*)\b", re.I)
 
 
 def _label_key(label: str) -> str:
@@ -364,7 +353,6 @@ def _parts_answer(result: TableResult, answer_format: str, length: int) -> list 
 
 
 _LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
-_WITHOUT_YEAR = re.compile(r"\bwithout\s+(?:the\s+)?(?:years?|parenthes\w+|citations?|references?)\b", re.I)
 
 
 def answer_label(label: str, question: str = "", answer_format: str | None = None) -> str:

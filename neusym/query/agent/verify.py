@@ -30,12 +30,12 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from neusym.query.agent.cues import (
+    ASKS_TO_COMPUTE as _COMPUTE,
+)
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.])|(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w])")
 _QUOTED = re.compile(r"[\"“]([^\"”]{3,120})[\"”]")
-_COMPUTE = re.compile(r"\b(difference|differ|improve|improvement|increase|decrease|gain|drop|ratio|times|percent|"
-                      r"percentage|average|mean|sum|total|combined|how much (?:more|less|higher|lower|better|worse)|"
-                      r"compute|calculate|given|by how (?:many|much)|beats?|loses?)\b|\bwhen\s+\w+\s*=", re.I)
 
 
 @dataclass

@@ -1,0 +1,83 @@
+"""The wording rules (neusym/query/agent/cues.py): every cue has a name, a family, a rationale and
+examples it must match and must not match; a family can be turned off, and then the router acts as if
+its words were not there."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from neusym.query.agent import cues
+from neusym.query.agent.cues import CUES, families, families_off
+from neusym.query.ask import ask
+
+from .test_auto import NoLLM
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize("name", list(CUES))
+def test_every_cue_is_documented_and_matches_its_examples(name):
+    c = CUES[name]
+    assert c.rationale.strip() and c.family in families() and c.reads in ("question", "answer_format")
+    assert c.examples, f"{name} has no example"
+    for text in c.examples:
+        assert c.search(text), f"{name} does not match its example {text!r}"
+    for text in c.counterexamples:
+        assert not c.search(text), f"{name} matches its counterexample {text!r}"
+
+
+def test_no_agent_module_compiles_question_rules_of_its_own():
+    """The modules whose rules moved to cues.py compile no other regular expression at module level
+    that is applied to a question (the ones left read PDF text, tables, replies or numbers)."""
+    allowed = {  # module: names of module-level patterns that read something else than the question
+        "auto.py": {"_CONF", "_NUMBER", "_AUTHOR_NOTE", "_ABSTRACT_HEAD", "_SENTENCE_END", "_LITERAL"},
+        "symbolic.py": {"_BIBTEX_PAGES", "_FOOTER_PAGES"},
+        "tableops.py": {"_NUMBER_TOKEN", "_AVERAGE_COLUMN", "_ABLATED"},
+        "verify.py": {"_NUMBER", "_QUOTED"},
+        "answer_format.py": set(),
+    }
+    for module, names in allowed.items():
+        tree = ast.parse((REPO / "neusym" / "query" / "agent" / module).read_text())
+        compiled = {n.targets[0].id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
+                    and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "re.compile"}
+        assert compiled == names, (module, compiled ^ names)
+
+
+def test_a_family_turned_off_never_matches():
+    c = CUES["table_operation"]
+    assert c.search("Which model has the highest MAP?")
+    with families_off(["table_operation"]):
+        assert c.search("Which model has the highest MAP?") is None and c.findall("highest lowest") == []
+        assert CUES["gap_words"].sub(" ", "a gap b") == "a gap b"
+        assert CUES["count"].search("How many tables does it have?")  # other families are on
+    assert c.search("Which model has the highest MAP?")
+    with pytest.raises(ValueError, match="unknown cue family telepathy"):
+        with families_off(["telepathy"]):
+            pass
+
+
+def test_the_setting_turns_a_family_off_for_an_answer(corpus_settings, monkeypatch):
+    """NEUSYM_CUES_OFF=["intent_count"]: a count question is no longer read as a count (the router sends
+    it to focused reading); the family is on again once the answer is done."""
+    from neusym.query.agent import router
+
+    question = "How many tables does the SPECTER paper have?"
+    assert ask(question, settings=corpus_settings, llm=NoLLM()).route == "symbolic"
+    routed = []
+    real = router.route_question
+
+    def stop_after_routing(*args, **kwargs):
+        routed.append(real(*args, **kwargs))
+        raise RuntimeError("stop after routing")
+
+    monkeypatch.setattr(router, "route_question", stop_after_routing)
+    off = corpus_settings.model_copy(update={"cues_off": ["intent_count"]})
+    with pytest.raises(RuntimeError, match="stop after routing"):
+        ask(question, settings=off, llm=NoLLM())
+    assert routed[0].route == "focused" and routed[0].features["symbolic_intent"] is None
+    assert cues.CUES["count"].search(question)
+    with pytest.raises(ValueError, match="unknown cue family"):
+        ask(question, settings=corpus_settings.model_copy(update={"cues_off": ["nope"]}), llm=NoLLM())
