@@ -45,6 +45,7 @@ from neusym.settings import Settings
 from neusym.store.sqlfiles import sql_dir
 from neusym.store.db import connect_plain_readonly, writer
 from neusym.store.storage import is_url, storage
+from neusym.llm.chat import CHARS_PER_TOKEN as _CHARS_PER_TOKEN
 
 LLM_KINDS = ("paper_tldr_tags", "table_summary", "image_summary", "section_summary", "page_summary")
 OCR_KIND = "image_ocr_text"
@@ -72,7 +73,6 @@ TLDR_TAGS_SCHEMA = {
     "required": ["tldr", "tags"],
     "additionalProperties": False,
 }
-_CHARS_PER_TOKEN = 4
 
 
 class EnrichError(Exception):

@@ -21,6 +21,11 @@ from neusym.errors import NeusymError
 from neusym.settings import Settings
 
 
+CHARS_PER_TOKEN = 4
+"""How many characters one LLM token is taken to be where budgets are estimated before a call
+(observations, rerank candidates, enrichment inputs); the backends report the real counts."""
+
+
 class LLMError(NeusymError):
     """The LLM backend failed (endpoint unreachable, HTTP error, model load failure, context overflow)."""
 
@@ -383,6 +388,7 @@ def make_llm(settings: Settings) -> LLM:
 
 
 __all__ = [
+    "CHARS_PER_TOKEN",
     "CancellableLLM",
     "ContextOverflowError",
     "LLM",

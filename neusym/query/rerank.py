@@ -35,12 +35,11 @@ from typing import Any, Mapping, Sequence
 
 from neusym.store.paper_index import PaperHit, RerankInfo
 from neusym.settings import Settings, get_settings
+from neusym.llm.chat import CHARS_PER_TOKEN
 
 logger = logging.getLogger(__name__)
 
 PROMPT_FILE = "search_rerank.md"
-CHARS_PER_TOKEN = 4
-"""The project's token estimate (4 characters per LLM token), used to cut candidate texts."""
 CONTEXT_MARGIN = 0.85
 """Share of ``llm_context_tokens`` the rerank prompt + reply may fill (the estimate is approximate)."""
 MIN_CANDIDATE_CHARS = 160

@@ -33,6 +33,7 @@ from neusym.query.calc import calculate
 from neusym.errors import ActionError, NeusymError
 from neusym.settings import Settings
 from neusym.query.sqlsafe import QueryResult, format_result, render_table, run_query
+from neusym.llm.chat import CHARS_PER_TOKEN
 
 ACTION_TYPES = (
     "RetrieveFromDatabase",
@@ -41,7 +42,6 @@ ACTION_TYPES = (
     "ViewImage",
     "GenerateAnswer",
 )
-CHARS_PER_TOKEN = 4
 VIEW_DPI = 144
 MAX_VECTOR_LIMIT = 20
 _NOTE_RESERVE = 240  # characters kept free for the truncation note
