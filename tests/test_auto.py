@@ -924,3 +924,19 @@ def test_the_question_is_read_once(corpus_settings, monkeypatch):
     monkeypatch.setattr(router, "parse_intent", lambda q: calls.append(q) or real(q))
     result = ask("How many tables does the SPECTER paper have?", settings=corpus_settings, llm=NoLLM())
     assert result.route == "symbolic" and len(calls) == 1
+
+
+def test_with_one_paper_in_the_corpus_a_question_about_this_paper_reads_it(tmp_path):
+    """A corpus of one paper: "the method this paper proposes" is about that paper's content (focused
+    reading), not a paper search, and no LLM is asked to decide."""
+    from neusym.ingest.pipeline import ingest
+    from neusym.settings import Settings
+
+    settings = Settings(home=tmp_path / "home", parse_backend="pymupdf")
+    ingest([SPECTER_PDF], settings)
+    with Environment(settings) as e:
+        [(pid, title)] = e.query("SELECT paper_id::VARCHAR, title FROM metadata")
+        for question in ("What method does this paper propose?", "Which loss function does the paper train with?"):
+            d = route_question(question, paper_ids=None, answer_format=None, env=e, llm=NoLLM())
+            assert (d.route, d.papers, d.llm_used) == ("focused", [(pid, title)], False), question
+            assert d.features["only_paper_in_corpus"]

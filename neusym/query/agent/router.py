@@ -46,6 +46,7 @@ from neusym.query.agent.symbolic import (
     answer_intent,
     answer_publication_many,
     answer_shared_authors,
+    paper_catalog,
     parse_intent,
     render_answer,
     resolve_papers,
@@ -78,10 +79,17 @@ class Facts:
 
 def question_facts(question: str, *, paper_ids: list[str] | None, answer_format: str | None, env: Any,
                    conferences: list[str] | None = None) -> Facts:
-    """The :class:`Facts` of ``question`` read against ``env``'s corpus (no LLM)."""
+    """The :class:`Facts` of ``question`` read against ``env``'s corpus (no LLM). When no paper is
+    given or named and the corpus holds one paper, the question is about that paper (a question on
+    "the method this paper proposes" is a content question, never a paper search)."""
     intent = parse_intent(question)
     f = features(question, paper_ids, answer_format, intent=intent)
     papers = resolve_papers(question, paper_ids, env)
+    if not papers and not paper_ids:
+        catalog = paper_catalog(env)
+        if len(catalog) == 1:  # the only paper in scope: "this paper" can only be that one
+            papers = [(catalog[0][0], catalog[0][1])]
+            f["only_paper_in_corpus"] = True
     f["papers_resolved"] = len(papers)
     return Facts(question, paper_ids, answer_format, conferences, f, papers, intent,
                  [] if paper_ids else unknown_titles(question, env))
