@@ -147,7 +147,7 @@ MAX_FOCUSED_PAPERS = 3
 
 
 def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
-                     k: int = EVIDENCE_ITEMS, ensure_table: bool = False) -> list[dict]:
+                     k: int = EVIDENCE_ITEMS, ensure_table: bool = False, trace: list | None = None) -> list[dict]:
     """The ``k`` best cells of the papers for the question: every (view, collection) list of
     :data:`FOCUS_VIEWS` (6 hits each, filtered to the papers), fused by weighted reciprocal rank
     (w / (60 + rank)): text lists w = 1, table / figure / formula lists w = 1 when the question
@@ -162,12 +162,12 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
     one table is added as one more cell — of the :data:`TABLE_CANDIDATES` best-ranked tables, the one
     whose numbers a text excerpt quotes, else the best-ranked —, so the operation has a table to work on without
     displacing the text excerpts (raising the table weight instead lost as many text and formula
-    answers on the dev set as it gained tables)."""
+    answers on the dev set as it gained tables). ``trace``: see :func:`focused_context`."""
     if len(papers) > 1:
         out: list[dict] = []
         for paper in papers[:MAX_FOCUSED_PAPERS]:
             out.extend(focused_evidence(question, [paper], env, modality=modality, k=EVIDENCE_PER_PAPER,
-                                        ensure_table=ensure_table))
+                                        ensure_table=ensure_table, trace=trace))
         return out
     ids = ", ".join(f"'{pid}'" for pid, _ in papers)
     flt = f"paper_id in [{ids}]"
@@ -180,6 +180,8 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
                 hits = env.search(question, collection, table, column, flt, 6)
             except NeusymError:
                 continue
+            if trace is not None:
+                trace.append({"view": f"{table}.{column}", "collection": collection, "hits": hits})
             for rank, hit in enumerate(hits):
                 key = (hit["table_name"], str(hit["primary_key"]))
                 fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank + 1)
@@ -565,22 +567,34 @@ def answer_paper_search(question: str, conferences: list[str] | None, env: Any, 
     return result
 
 
+def focused_context(question: str, papers: list[tuple[str, str]], route_features: dict, env: Any,
+                    trace: list | None = None) -> tuple[list[dict], str]:
+    """What the focused route's reader sees: (the evidence cells, the evidence text of its prompt).
+
+    The cells are :func:`focused_evidence` (a table slot when the question may ask for a table
+    operation), page 1's author block first when the question asks about authors' affiliations or
+    notes (:func:`author_block_cells`), each table and figure with its context
+    (:func:`element_contexts`). ``trace``: a list that receives one ``{"view", "collection", "hits"}``
+    per retrieval list (``benchmarks/evidence_recall.py`` measures each stage with it)."""
+    from neusym.query.agent.tableops import OPERATION_CUE
+
+    cells = focused_evidence(question, papers, env, modality=route_features.get("modality", []),
+                             ensure_table=bool(OPERATION_CUE.search(question)), trace=trace)
+    cells = author_block_cells(question, papers, env) + cells
+    element_contexts(cells, env)
+    return cells, "\n".join(_evidence_block(cells, env, question, papers))
+
+
 def answer_focused(question: str, answer_format: str | None, papers: list[tuple[str, str]], route_features: dict,
                    env: Any, llm: Any, result: Any, add_step: Callable) -> Any:
     """The ``focused`` route: the best excerpts of each of ``papers`` (:func:`focused_evidence`, the
     author block when asked, table and figure contexts), a table operation when the question asks
     for one, else one LLM call typed by the answer format, verified, repaired once when a check
     fails, cited."""
-
-    from neusym.query.agent.tableops import OPERATION_CUE
-
-    cells = focused_evidence(question, papers, env, modality=route_features.get("modality", []),
-                             ensure_table=bool(OPERATION_CUE.search(question)))
-    cells = author_block_cells(question, papers, env) + cells
-    element_contexts(cells, env)
+    cells, observation = focused_context(question, papers, route_features, env)
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in papers]},
-                  observation="\n".join(_evidence_block(cells, env, question, papers)), fixed=True))
+                  observation=observation, fixed=True))
     compute = asks_to_compute(question) or worked_computation(question)
     cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step, compute)
     if direct is not None:  # the computed rows are the answer in the shape the format asks for
@@ -675,6 +689,6 @@ def _count(result: Any, reply: Any) -> None:
     result.cached_tokens += reply.cached_tokens
 
 
-__all__ = ["answer_focused", "answer_paper_search", "answer_schema", "author_block_cells", "element_contexts",
+__all__ = ["answer_focused", "answer_paper_search", "focused_context", "answer_schema", "author_block_cells", "element_contexts",
            "features", "focused_evidence", "llm_route", "search_filters", "short_title", "table_rows_text",
            "worked_computation"]
