@@ -612,8 +612,20 @@ def test_serve_workers_balance_connections_restart_and_refuse_a_taken_port(corpu
         return set().union(*seen)
 
     try:
-        workers = wait_for(lambda: proc.poll() is None and [c.pid for c in psutil.Process(proc.pid).children()
-                                                             if "resource_tracker" not in " ".join(c.cmdline())],
+        def worker_pids() -> list[int]:
+            """The supervisor's spawned workers (``spawn_main`` in their command line): a child caught between
+            fork and exec still shows the supervisor's command line, and multiprocessing's resource tracker
+            is a child too."""
+            pids = []
+            for c in psutil.Process(proc.pid).children():
+                try:
+                    if "spawn_main" in " ".join(c.cmdline()):
+                        pids.append(c.pid)
+                except psutil.NoSuchProcess:
+                    continue
+            return pids
+
+        workers = wait_for(lambda: proc.poll() is None and len(pids := worker_pids()) == 2 and pids,
                            30, "two worker processes")
         wait_for(lambda: len(answering_processes(16)) == 2, 60, "both workers to answer")
         assert answering_processes(16) == set(workers) and len(workers) == 2
