@@ -316,3 +316,32 @@ COMMENT ON COLUMN enrichment_failures.element_id IS 'The row that was being enri
 COMMENT ON COLUMN enrichment_failures.error IS 'The last error message.';
 COMMENT ON COLUMN enrichment_failures.attempts IS 'Failed attempts so far.';
 COMMENT ON COLUMN enrichment_failures.last_attempt_at IS 'When it last failed (UTC).';
+
+CREATE TABLE IF NOT EXISTS table_cells (
+    ref_table_id UUID NOT NULL,
+    row_index INTEGER NOT NULL,
+    column_index INTEGER NOT NULL,
+    row_header VARCHAR,
+    column_header_path VARCHAR,
+    cell_text VARCHAR NOT NULL,
+    number DOUBLE,
+    plus_minus DOUBLE,
+    unit VARCHAR,
+    marks VARCHAR,
+    is_header BOOLEAN NOT NULL,
+    ref_paper_id UUID NOT NULL,
+    PRIMARY KEY (ref_table_id, row_index, column_index)
+);
+COMMENT ON TABLE table_cells IS 'One row per non-empty cell of each parsed table (tables.table_content read as a grid by neusym/ingest/parse/cells.py): a table as a relation, e.g. every number under a header path matching ''BLEU''. Derived at materialization; versioned with the corpus.';
+COMMENT ON COLUMN table_cells.ref_table_id IS 'Foreign key to tables.table_id.';
+COMMENT ON COLUMN table_cells.row_index IS 'Row of the cell in the table, from 0, header rows first.';
+COMMENT ON COLUMN table_cells.column_index IS 'Column of the cell, from 0 (a column the extraction merged, e.g. two numbers under "prec. yield", is split in two).';
+COMMENT ON COLUMN table_cells.row_header IS 'The label of the cell''s row: the text of the leftmost label column(s), joined with " / " when there are several (e.g. "LLaMA / 13B"); NULL in header rows and full-width divider rows.';
+COMMENT ON COLUMN table_cells.column_header_path IS 'The header texts above the cell''s column, top row first, joined with " / " (e.g. "MNLI / Acc."); a spanning header is part of the path of every column it covers; NULL when the column has no header.';
+COMMENT ON COLUMN table_cells.cell_text IS 'The cell as printed (marks and spreads included), whitespace collapsed.';
+COMMENT ON COLUMN table_cells.number IS 'The one number the cell shows: "98.4±0.3" -> 98.4, "62.1%" -> 62.1, "1.2k" -> 1200, "−0.5" -> -0.5; NULL for words, header cells and cells with several numbers.';
+COMMENT ON COLUMN table_cells.plus_minus IS 'The spread printed after the number ("98.4±0.3" -> 0.3); NULL when none.';
+COMMENT ON COLUMN table_cells.unit IS 'A unit printed with the number: "%", "×", "x", "ms", "s", "GB"; NULL when none.';
+COMMENT ON COLUMN table_cells.marks IS 'Footnote or significance marks printed with the number ("*", "†", a superscript letter); NULL when none.';
+COMMENT ON COLUMN table_cells.is_header IS 'Whether the cell is in a header row of the table.';
+COMMENT ON COLUMN table_cells.ref_paper_id IS 'Foreign key to metadata.paper_id.';

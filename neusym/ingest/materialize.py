@@ -126,6 +126,7 @@ def materialize(
                 [[d["download_url"], d["ref_paper_id"], d["pdf_sha256"], d["pdf_path"], d["bytes"], d["fetched_at"]]
                  for d in downloads],
             )
+        stage_table_cells(con)
         con.execute("BEGIN TRANSACTION")
         try:
             for path in materialize_files():
@@ -143,6 +144,50 @@ def materialize(
         report = MaterializeReport(papers_loaded=len(dirs), quarantined=len(records), row_counts=row_counts(con),
                                    held=[vars(h) for h in admission.held])
     return report
+
+
+_CELL_COLUMNS = ("ref_table_id VARCHAR, row_index INTEGER, column_index INTEGER, row_header VARCHAR, "
+                 "column_header_path VARCHAR, cell_text VARCHAR, number DOUBLE, plus_minus DOUBLE, unit VARCHAR, "
+                 "marks VARCHAR, is_header BOOLEAN, ref_paper_id VARCHAR")
+
+
+def stage_table_cells(con: duckdb.DuckDBPyConnection) -> int:
+    """Create the temporary table ``staged_table_cells`` (what ``sql/materialize/15_table_cells.sql``
+    loads): the cells (:func:`neusym.ingest.parse.cells.table_cells`) of every table in
+    ``staged_tables`` and of every stored table with content but no cells yet that belongs to a paper
+    not staged in this run (a database from before ``table_cells`` gets its cells on the next load).
+    Needs the ``staged_tables`` / ``staged_metadata`` views. Returns the number of cells staged."""
+    import pyarrow as pa
+
+    from neusym.ingest.parse.cells import table_cells
+
+    sources = con.execute(
+        "SELECT table_id::VARCHAR, table_content, ref_paper_id::VARCHAR FROM staged_tables "
+        "WHERE table_content IS NOT NULL "
+        "UNION ALL "
+        "SELECT t.table_id::VARCHAR, t.table_content, t.ref_paper_id::VARCHAR FROM tables t "
+        "WHERE t.table_content IS NOT NULL "
+        "  AND t.ref_paper_id NOT IN (SELECT paper_id::UUID FROM staged_metadata) "
+        "  AND NOT EXISTS (SELECT 1 FROM table_cells c WHERE c.ref_table_id = t.table_id)"
+    ).fetchall()
+    columns: dict[str, list] = {name.split()[0]: [] for name in _CELL_COLUMNS.split(", ")}
+    for table_id, html, paper_id in sources:
+        for c in table_cells(html):
+            for name, value in (("ref_table_id", table_id), ("row_index", c.row_index),
+                                ("column_index", c.column_index), ("row_header", c.row_header),
+                                ("column_header_path", c.column_header_path), ("cell_text", c.text),
+                                ("number", c.number), ("plus_minus", c.plus_minus), ("unit", c.unit),
+                                ("marks", c.marks), ("is_header", c.is_header), ("ref_paper_id", paper_id)):
+                columns[name].append(value)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE staged_table_cells ({_CELL_COLUMNS})")
+    if columns["ref_table_id"]:
+        staged = pa.table({  # noqa: F841 - read by the INSERT below (DuckDB's replacement scan)
+            name: pa.array(values, type=pa.int32() if name.endswith("_index") else
+                           pa.float64() if name in ("number", "plus_minus") else
+                           pa.bool_() if name == "is_header" else pa.string())
+            for name, values in columns.items()})
+        con.execute("INSERT INTO staged_table_cells SELECT * FROM staged")
+    return len(columns["ref_table_id"])
 
 
 def row_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

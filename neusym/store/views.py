@@ -15,7 +15,7 @@ import duckdb
 
 from neusym.store.sqlfiles import sql_dir
 
-VIEW_NAMES = ("papers_per_venue_year", "paper_overview", "author_paper", "element_search")
+VIEW_NAMES = ("papers_per_venue_year", "paper_overview", "author_paper", "element_search", "result_cells")
 """The views defined by ``sql/views/``, in file order (the order used by the schema documentation)."""
 
 

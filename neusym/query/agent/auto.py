@@ -33,11 +33,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-from html.parser import HTMLParser
 from typing import Any, Callable
 
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
 from neusym.errors import NeusymError
+from neusym.ingest.parse.cells import html_rows
 from neusym.query.agent.citations import citations_for, word_tokens
 from neusym.query.agent.results import Step
 from neusym.query.agent.symbolic import parse_intent, render_answer
@@ -245,51 +245,6 @@ def author_block_cells(question: str, papers: list[tuple[str, str]], env: Any) -
     return out
 
 
-class _TableRows(HTMLParser):
-    """Rows of an HTML table as lists of cell texts; a cell spanning n columns is repeated n times so
-    the columns of every row stay aligned with the header."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[list[str]] = []
-        self._cell: list[str] | None = None
-        self._span = 1
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag == "tr":
-            self.rows.append([])
-        elif tag in ("td", "th"):
-            self._cell = []
-            span = dict(attrs).get("colspan") or "1"
-            self._span = min(int(span), 20) if span.isdigit() and int(span) > 0 else 1
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in ("td", "th") and self._cell is not None:
-            if not self.rows:
-                self.rows.append([])
-            self.rows[-1].extend([" ".join("".join(self._cell).split())] * self._span)
-            self._cell = None
-
-    def handle_data(self, data: str) -> None:
-        if self._cell is not None:
-            self._cell.append(data)
-
-    def close(self) -> None:
-        super().close()
-        if self._cell is not None:  # cut HTML: keep the cell that was being read
-            self.handle_endtag("td")
-
-
-def _parse_rows(html_table: str) -> list[list[str]]:
-    parser = _TableRows()
-    try:
-        parser.feed(html_table or "")
-        parser.close()
-    except (ValueError, AssertionError):
-        return []
-    return parser.rows
-
-
 def _rows_text(rows: list[list[str]]) -> str:
     return "\n".join(" | ".join(row) for row in rows if any(row))
 
@@ -299,7 +254,7 @@ def table_rows_text(html_table: str) -> str:
     (column spans repeated, so columns line up); the input unchanged when it holds no table row.
     A third of the characters of the HTML for the same rows, which lets a whole table into the
     focused prompt."""
-    return _rows_text(_parse_rows(html_table)) or html_table
+    return _rows_text(html_rows(html_table)) or html_table
 
 
 def element_contexts(cells: list[dict], env: Any) -> None:
@@ -321,7 +276,7 @@ def element_contexts(cells: list[dict], env: Any) -> None:
             caption, body = found[str(c["primary_key"])]
             caption = " ".join(caption.split())
             if table == "tables":
-                c["table_rows"] = _parse_rows(body)
+                c["table_rows"] = html_rows(body)
                 c["context"] = (caption + "\n" if caption else "") + (_rows_text(c["table_rows"]) or body)
             else:
                 ocr = " ".join(body.split())

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neusym.errors import NeusymError
-from neusym.values import coerce_number
+from neusym.ingest.parse.cells import ParsedTable, cell_number, parse_table
 from neusym.query.agent.cues import (
     ABLATION_CUE as _ABLATION_CUE,
     AVERAGE_WORDS as _AVERAGE_WORDS,
@@ -41,104 +41,6 @@ OPERATIONS = ("highest", "lowest", "above", "below", "largest_gap", "smallest_ga
 GAP_OPERATIONS = ("largest_gap", "smallest_gap")
 _AVERAGE_COLUMN = re.compile(r"\b(?:avg|average|mean)\b", re.I)
 MAX_COLUMNS = 40
-
-
-@dataclass
-class ParsedTable:
-    """A table as ``columns`` (one name per column; header rows joined with " / ") and data ``rows``
-    (lists of cell texts, each as long as ``columns``)."""
-
-    columns: list[str]
-    rows: list[list[str]]
-
-
-def cell_number(text: str) -> float | None:
-    """The number a table cell shows ("85.5", "62%", "−0.3", "1,284", "84.2±0.3" → 84.2, "91.6*"),
-    read by :func:`neusym.values.coerce_number` after the cell's annotations (± spread,
-    a parenthesised aside, significance marks) are cut; None for empty cells, words and cells with
-    several numbers ("36.9 80.0")."""
-    t = re.split(r"\s*(?:±|\+/-|\()", (text or "").strip(), maxsplit=1)[0].strip().rstrip("*†‡").strip()
-    value = coerce_number(t, extract=False) if t else None
-    return None if value is None or isinstance(value, bool) else float(value)
-
-
-def _spread_groups(row: list[str]) -> list[str]:
-    """A sparse upper header row (group labels such as "Before Perturb | After Perturb" that the PDF
-    centres over their columns, extracted as one cell each without a span) with each label copied to
-    the columns it is nearest to (ties go to the right label: a label centred over an even number of
-    columns lands on the right one of the middle two). Column 0 (the row labels) is left alone; a
-    row with labels in half of its columns or more is returned as it is."""
-    labelled = [j for j in range(1, len(row)) if row[j].strip()]
-    if not labelled or len(labelled) * 2 > len(row) - 1:
-        return row
-    out = list(row)
-    for j in range(1, len(row)):
-        if not row[j].strip():
-            nearest = min(labelled, key=lambda k: (abs(k - j), -k))
-            out[j] = row[nearest]
-    return out
-
-
-def parse_table(rows: list[list[str]]) -> ParsedTable | None:
-    """Split ``rows`` (cell texts, first row first) into header and data: header rows are the
-    leading rows where at most a third of the cells after the first hold a number. None when no
-    data row or fewer than two columns remain."""
-    rows = [r for r in rows if any(c.strip() for c in r)]
-    width = max((len(r) for r in rows), default=0)
-    if width < 2:
-        return None
-    rows = [r + [""] * (width - len(r)) for r in rows]
-    n_header = 0
-    for row in rows:
-        numeric = sum(1 for c in row[1:] if cell_number(c) is not None)
-        if numeric > (len(row) - 1) / 3:
-            break
-        n_header += 1
-    header, data = rows[:n_header], rows[n_header:]
-    if not data:
-        return None
-    header = [_spread_groups(row) if i < len(header) - 1 else row for i, row in enumerate(header)]
-    columns = []
-    for j in range(width):
-        parts: list[str] = []
-        for row in header:
-            text = " ".join(row[j].split())
-            if text and text not in parts:
-                parts.append(text)
-        columns.append(" / ".join(parts) or f"column {j + 1}")
-    columns, data = _split_merged_columns(columns, data)
-    seen: dict[str, int] = {}
-    for j, name in enumerate(columns):  # enum values must be unique
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            columns[j] = f"{name} ({seen[name]})"
-    return ParsedTable(columns, data)
-
-
-_NUMBER_TOKEN = re.compile(r"^[−-]?\d[\d,]*(?:\.\d+)?%?$")
-
-
-def _split_merged_columns(columns: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
-    """Columns the extraction merged: every non-empty cell holds the same number k ≥ 2 of numbers
-    ("98.4 712") and the column's lowest header has k words ("CS / prec. yield") -> k columns
-    ("CS / prec.", "CS / yield"). Other columns are kept as they are."""
-    out_cols: list[str] = []
-    out_rows: list[list[str]] = [[] for _ in rows]
-    for j, name in enumerate(columns):
-        head, _, leaf = name.rpartition(" / ")
-        words = leaf.split()
-        cells = [r[j].split() for r in rows]
-        filled = [c for c in cells if c]
-        k = len(words)
-        if (j and k >= 2 and filled and all(len(c) == k and all(_NUMBER_TOKEN.match(t) for t in c) for c in filled)):
-            out_cols += [f"{head} / {w}" if head else w for w in words]
-            for r, c in zip(out_rows, cells):
-                r.extend(c if c else [""] * k)
-            continue
-        out_cols.append(name)
-        for r, row in zip(out_rows, rows):
-            r.append(row[j])
-    return out_cols, out_rows
 
 
 @dataclass

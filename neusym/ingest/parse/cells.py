@@ -1,0 +1,376 @@
+"""Tables as relations: the cells of a parsed table, each with its row header, header path and number.
+
+The parse stores each table as an HTML grid (``tables.table_content``: pymupdf4llm's table engine,
+PyMuPDF's ruled-line finder or the word grid of :func:`neusym.ingest.parse.elements.table_html`).
+This module reads that grid back as cells (:func:`table_cells`), which materialization stores in
+``table_cells`` so that a table can be asked about with SQL, by the agent and by analysts:
+
+- **header rows** are the leading rows where at most a third of the cells after the first hold a
+  number; several header rows give each column a *header path*, top row first, joined with " / "
+  ("MNLI / Acc."). A sparse upper header row (group labels the PDF centres over their columns,
+  extracted as one cell each) has each label copied to the columns it is nearest to, so a spanning
+  header is part of the path of every column it covers; an HTML ``colspan`` is repeated the same way.
+- a column the extraction merged ("98.4 712" under "prec. yield") is split in two;
+- the **row header** is the text of the leftmost label column(s) (the columns, from the left, that
+  hold more words than numbers), joined with " / " when there are several; a label cell left empty
+  under a label spanning several rows takes that label from the row above. A row whose only
+  non-empty cell is its first (a full-width "Baselines" divider) is not a data row;
+- each cell's **number** is read by :func:`parse_number`: "98.4±0.3" → 98.4 with spread 0.3,
+  "62.1%" → 62.1 with unit "%", "1.2k" → 1200, "−0.5" → −0.5, "91.6*" → 91.6 with marks "*".
+  Cells with several numbers ("36.9 80.0") or none keep ``number`` NULL.
+
+Bold type is not in the stored grid, so the relation does not say which value is bold.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from html.parser import HTMLParser
+
+from neusym.values import coerce_number
+
+__all__ = ["ParsedTable", "TableCell", "cell_number", "html_rows", "parse_number", "parse_table", "split_grid",
+           "table_cells"]
+
+
+# ----------------------------------------------------------------------------------------- HTML
+
+
+class _TableRows(HTMLParser):
+    """Rows of an HTML table as lists of cell texts; a cell spanning n columns is repeated n times so
+    the columns of every row stay aligned with the header."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._cell: list[str] | None = None
+        self._span = 1
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "tr":
+            self.rows.append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+            span = dict(attrs).get("colspan") or "1"
+            self._span = min(int(span), 20) if span.isdigit() and int(span) > 0 else 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            if not self.rows:
+                self.rows.append([])
+            self.rows[-1].extend([" ".join("".join(self._cell).split())] * self._span)
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def close(self) -> None:
+        super().close()
+        if self._cell is not None:  # cut HTML: keep the cell that was being read
+            self.handle_endtag("td")
+
+
+def html_rows(html_table: str | None) -> list[list[str]]:
+    """The rows of an HTML table (``tables.table_content``) as lists of cell texts, whitespace
+    collapsed, a ``colspan`` cell repeated over its columns; ``[]`` for empty or unreadable HTML."""
+    parser = _TableRows()
+    try:
+        parser.feed(html_table or "")
+        parser.close()
+    except (ValueError, AssertionError):
+        return []
+    return parser.rows
+
+
+# -------------------------------------------------------------------------------------- numbers
+
+_MINUS = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2014": "-", "\u2010": "-", "\u2011": "-",
+                        "\u00a0": " ", "\u2009": " ", "\u202f": " "})
+_MARKS = "*†‡§¶#⋆★♣♠♦♥"
+_NUMBER_CELL = re.compile(
+    r"^\s*(?P<lead>[" + _MARKS + r"]*)\s*"
+    r"(?P<sign>[+-])?\s*(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"
+    r"(?P<scale>[kKMB](?![a-zA-Z]))?"
+    r"\s*(?P<unit>%|×|x(?![a-zA-Z])|ms(?![a-zA-Z])|s(?![a-zA-Z])|[KMGT]B(?![a-zA-Z]))?"
+    r"\s*(?P<marks1>[" + _MARKS + r"]*|[a-z](?![a-zA-Z]))"
+    r"\s*(?:(?:±|\+/-|\+-)\s*(?P<pm>\d*\.?\d+)\s*%?)?"
+    r"\s*(?P<paren>\([^()]*\))?"
+    r"\s*(?P<marks2>[" + _MARKS + r"]*|[a-z](?![a-zA-Z]))\s*$"
+)
+_SCALE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
+
+
+@dataclass(frozen=True)
+class Number:
+    """A cell's number: ``value``, the ``plus_minus`` spread printed after it (or None), the ``unit``
+    printed with it ("%", "×", "ms", "s", "GB"; None), and the footnote/significance ``marks``
+    ("*", "†", a superscript letter; None)."""
+
+    value: float
+    plus_minus: float | None = None
+    unit: str | None = None
+    marks: str | None = None
+
+
+def parse_number(text: str | None) -> Number | None:
+    """The one number a table cell shows, or None (empty cells, words, "-", several numbers).
+
+    "98.4±0.3" → 98.4 ± 0.3; "62.1%" → 62.1, unit "%"; "1,284" → 1284; "1.2k" → 1200 ("k", "M",
+    "B" scale the value); "−0.5" → −0.5; "91.6*" / "85.5†" / "84.2a" → marks; "84.2 (0.3)" → 84.2
+    (the parenthesised aside is left in the text)."""
+    t = (text or "").translate(_MINUS).strip()
+    if not t or len(t) > 40:
+        return None
+    m = _NUMBER_CELL.match(t)
+    if m is None:
+        return None
+    value = float(m.group("num").replace(",", ""))
+    if m.group("scale"):
+        value *= _SCALE[m.group("scale")]
+    if m.group("sign") == "-":
+        value = -value
+    marks = "".join(g for g in (m.group("lead"), m.group("marks1"), m.group("marks2")) if g) or None
+    pm = float(m.group("pm")) if m.group("pm") else None
+    return Number(value=value, plus_minus=pm, unit=m.group("unit"), marks=marks)
+
+
+def cell_number(text: str) -> float | None:
+    """The number a table cell shows ("85.5", "62%", "−0.3", "1,284", "84.2±0.3" → 84.2, "91.6*"),
+    read by :func:`neusym.values.coerce_number` after the cell's annotations (± spread,
+    a parenthesised aside, significance marks) are cut; None for empty cells, words and cells with
+    several numbers ("36.9 80.0"). (What the table operations of the agent read; :func:`parse_number`
+    is the cell relation's richer reading.)"""
+    t = re.split(r"\s*(?:±|\+/-|\()", (text or "").strip(), maxsplit=1)[0].strip().rstrip("*†‡").strip()
+    value = coerce_number(t, extract=False) if t else None
+    return None if value is None or isinstance(value, bool) else float(value)
+
+
+# --------------------------------------------------------------------------------------- header
+
+
+def _spread_groups(row: list[str]) -> list[str]:
+    """A sparse upper header row (group labels such as "Before Perturb | After Perturb" that the PDF
+    centres over their columns, extracted as one cell each without a span) with each label copied to
+    the columns it is nearest to (ties go to the right label: a label centred over an even number of
+    columns lands on the right one of the middle two). Column 0 (the row labels) is left alone; a
+    row with labels in half of its columns or more is returned as it is."""
+    labelled = [j for j in range(1, len(row)) if row[j].strip()]
+    if not labelled or len(labelled) * 2 > len(row) - 1:
+        return row
+    out = list(row)
+    for j in range(1, len(row)):
+        if not row[j].strip():
+            nearest = min(labelled, key=lambda k: (abs(k - j), -k))
+            out[j] = row[nearest]
+    return out
+
+
+_NUMBER_TOKEN = re.compile(r"^[−-]?\d[\d,]*(?:\.\d+)?%?$")
+
+
+def _split_merged_columns(columns: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]]]:
+    """Columns the extraction merged: every non-empty cell holds the same number k ≥ 2 of numbers
+    ("98.4 712") and the column's lowest header has k words ("CS / prec. yield") -> k columns
+    ("CS / prec.", "CS / yield"). Other columns are kept as they are."""
+    out_cols: list[str] = []
+    out_rows: list[list[str]] = [[] for _ in rows]
+    for j, name in enumerate(columns):
+        head, _, leaf = name.rpartition(" / ")
+        words = leaf.split()
+        cells = [r[j].split() for r in rows]
+        filled = [c for c in cells if c]
+        k = len(words)
+        if (j and k >= 2 and filled and all(len(c) == k and all(_NUMBER_TOKEN.match(t) for t in c) for c in filled)):
+            out_cols += [f"{head} / {w}" if head else w for w in words]
+            for r, c in zip(out_rows, cells):
+                r.extend(c if c else [""] * k)
+            continue
+        out_cols.append(name)
+        for r, row in zip(out_rows, rows):
+            r.append(row[j])
+    return out_cols, out_rows
+
+
+def _nest_spans(header: list[list[str]]) -> list[list[str]]:
+    """Upper header rows with the gaps of a spanning label closed: an empty cell whose column shares
+    its label in the row below with a neighbouring column takes that neighbour's label in this row
+    (a header below a span is covered by one span: "Citation prediction" over "Cite | Cite | Co-Cite"
+    extracted over three of the four columns). Bottom-up, so nested spans close level by level."""
+    out = [list(r) for r in header]
+    for i in range(len(out) - 2, -1, -1):
+        row, below = out[i], out[i + 1]
+        for j in range(1, len(row)):
+            if row[j].strip() or not below[j].strip():
+                continue
+            for k in (j - 1, j + 1):
+                if 1 <= k < len(row) and row[k].strip() and below[k] == below[j]:
+                    row[j] = row[k]
+                    break
+    return out
+
+
+def split_grid(rows: list[list[str]], *, number=cell_number,
+               nest_spans: bool = False) -> tuple[int, list[str], list[list[str]]] | None:
+    """Split a grid (cell texts, first row first) into ``(header row count, header path per column,
+    data rows)``: header rows are the leading rows where at most a third of the cells after the
+    first hold a number (``number``: a function of the cell text, None for no number; default
+    :func:`cell_number`); a column's path is its header texts top first, joined with " / " ("" when
+    it has none); merged numeric columns are split (see module docstring); ``nest_spans``: close the
+    gaps of spanning labels (:func:`_nest_spans`). Empty rows are dropped first. None when no data
+    row or fewer than two columns remain."""
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    width = max((len(r) for r in rows), default=0)
+    if width < 2:
+        return None
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    n_header = 0
+    for row in rows:
+        numeric = sum(1 for c in row[1:] if number(c) is not None)
+        if numeric > (len(row) - 1) / 3:
+            break
+        n_header += 1
+    header, data = rows[:n_header], rows[n_header:]
+    if not data:
+        return None
+    header = [_spread_groups(row) if i < len(header) - 1 else row for i, row in enumerate(header)]
+    if nest_spans:
+        header = _nest_spans(header)
+    paths = []
+    for j in range(width):
+        parts: list[str] = []
+        for row in header:
+            text = " ".join(row[j].split())
+            if text and text not in parts:
+                parts.append(text)
+        paths.append(" / ".join(parts))
+    paths, data = _split_merged_columns(paths, data)
+    return n_header, paths, data
+
+
+@dataclass
+class ParsedTable:
+    """A table as ``columns`` (one name per column; header rows joined with " / ") and data ``rows``
+    (lists of cell texts, each as long as ``columns``)."""
+
+    columns: list[str]
+    rows: list[list[str]]
+
+
+def parse_table(rows: list[list[str]]) -> ParsedTable | None:
+    """:func:`split_grid` as the agent's table operations read it: a column without header text is
+    named "column N" and repeated names get " (2)", " (3)" (names must be unique). None as
+    :func:`split_grid`."""
+    split = split_grid(rows)
+    if split is None:
+        return None
+    _, paths, data = split
+    columns = [p or f"column {j + 1}" for j, p in enumerate(paths)]
+    seen: dict[str, int] = {}
+    for j, name in enumerate(columns):  # enum values must be unique
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            columns[j] = f"{name} ({seen[name]})"
+    return ParsedTable(columns, data)
+
+
+# ---------------------------------------------------------------------------------------- cells
+
+
+@dataclass(frozen=True)
+class TableCell:
+    """One non-empty cell of a table (a row of ``table_cells``).
+
+    ``row_index`` / ``column_index``: 0-based position in the table (header rows first; columns after
+    merged columns are split); ``row_header``: the row's label, on every cell of the row, its label
+    cells too (None for header cells, divider rows and rows without a label); ``column_header_path``: the column's header path (None when it has
+    none); ``text``: the cell as printed; ``number`` / ``plus_minus`` / ``unit`` / ``marks``: see
+    :class:`Number`; ``is_header``: the cell belongs to a header row."""
+
+    row_index: int
+    column_index: int
+    row_header: str | None
+    column_header_path: str | None
+    text: str
+    number: float | None
+    plus_minus: float | None
+    unit: str | None
+    marks: str | None
+    is_header: bool
+
+
+def _label_columns(data: list[list[str]]) -> int:
+    """How many columns at the left hold more words than numbers (at least one: the first)."""
+    width = len(data[0]) if data else 0
+    lead = 0
+    for j in range(width):
+        texts = sum(1 for r in data if r[j].strip() and parse_number(r[j]) is None)
+        numbers = sum(1 for r in data if parse_number(r[j]) is not None)
+        if numbers > texts or (lead and texts == 0):
+            break
+        lead += 1
+    return max(lead, 1) if width > 1 else lead
+
+
+def _row_headers(data: list[list[str]], lead: int) -> list[str | None]:
+    """The label of each data row (see module docstring); None for divider rows and unlabelled rows.
+    An outer label column whose first rows are empty holds labels centred on the rows they span: its
+    first label also covers the rows above it."""
+    labels: list[str | None] = []
+    above = [""] * lead
+    for j in range(lead - 1):
+        above[j] = next((r[j].strip() for r in data if r[j].strip()), "")
+    for row in data:
+        cells = [c.strip() for c in row[:lead]]
+        if any(c.strip() for c in row[1:]) is False:  # only the first cell: a divider row
+            labels.append(None)
+            above = [""] * lead
+            continue
+        filled = list(cells)
+        if lead > 1 and cells[-1]:
+            # a spanning label of an outer column is left empty on the rows it covers below its first
+            filled = [c or (above[j] if j < lead - 1 else "") for j, c in enumerate(cells)]
+        label = " / ".join(c for c in filled if c)
+        labels.append(label or None)
+        above = [c or above[j] for j, c in enumerate(filled)]
+    return labels
+
+
+_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
+                            "\ufb05": "st", "\ufb06": "st"})
+
+
+def _plain(text: str) -> str:
+    """A cell's text with typographic ligatures spelled out ("Classiﬁcation" -> "Classification")."""
+    return text.translate(_LIGATURES)
+
+
+def table_cells(html_table: str | None) -> list[TableCell]:
+    """The non-empty cells of one stored table (``tables.table_content``), header rows first, each
+    with its row header, header path and parsed number (see the module docstring). ``[]`` when the
+    HTML holds no table of at least two columns and one data row. Never raises on bad HTML."""
+    rows = [[_plain(c) for c in r] for r in html_rows(html_table)]
+    split = split_grid(rows, number=parse_number, nest_spans=True)
+    if split is None:
+        return []
+    n_header, paths, data = split
+    raw = [r for r in rows if any(c.strip() for c in r)]
+    out: list[TableCell] = []
+    width = len(paths)
+    for i, row in enumerate(raw[:n_header]):
+        for j, text in enumerate(row[:width]):
+            if text.strip():
+                out.append(TableCell(i, j, None, paths[j] or None, text.strip(), None, None, None, None, True))
+    lead = _label_columns(data)
+    labels = _row_headers(data, lead)
+    for i, (row, label) in enumerate(zip(data, labels), start=n_header):
+        for j, text in enumerate(row):
+            text = text.strip()
+            if not text:
+                continue
+            n = parse_number(text) if j >= lead or label is None else None
+            out.append(TableCell(i, j, label, paths[j] or None, text,
+                                 n.value if n else None, n.plus_minus if n else None, n.unit if n else None,
+                                 n.marks if n else None, False))
+    return out
