@@ -193,13 +193,41 @@ def _split_merged_columns(columns: list[str], rows: list[list[str]]) -> tuple[li
     return out_cols, out_rows
 
 
-def _nest_spans(header: list[list[str]]) -> list[list[str]]:
-    """Upper header rows with the gaps of a spanning label closed: an empty cell whose column shares
-    its label in the row below with a neighbouring column takes that neighbour's label in this row
-    (a header below a span is covered by one span: "Citation prediction" over "Cite | Cite | Co-Cite"
-    extracted over three of the four columns). Bottom-up, so nested spans close level by level."""
+def _equal_groups(row: list[str], start: int) -> list[str] | None:
+    """An upper header row whose group labels (each in one run of columns, gaps left empty by the
+    extraction: "A | A | _ | B | B | _", or a label centred in its group: "_ | A | _ | _ | B | _")
+    split the columns from ``start`` on into equal groups, each label inside its own group: the row
+    with every group filled with its label. None when the labels do not fit such a split."""
+    cells = row[start:]
+    labels: list[str] = []
+    for j, text in enumerate(cells):
+        if text.strip() and (not labels or labels[-1] != text):
+            if text in labels:
+                return None  # a label in two runs: not one group each
+            labels.append(text)
+    n = len(cells)
+    if len(labels) < 2 or n % len(labels) or all(c.strip() for c in cells):
+        return None
+    width = n // len(labels)
+    for j, text in enumerate(cells):
+        if text.strip() and labels.index(text) != j // width:
+            return None
+    return row[:start] + [labels[j // width] for j in range(n)]
+
+
+def _nest_spans(header: list[list[str]], start: int = 1) -> list[list[str]]:
+    """Upper header rows with the gaps of spanning labels closed. A row whose labels split the
+    columns from ``start`` (the first non-label column) into equal groups gets each group filled
+    (:func:`_equal_groups`); otherwise an empty cell whose column shares its label in the row below
+    with a neighbouring column takes that neighbour's label in this row (a header below a span is
+    covered by one span: "Citation prediction" over "Cite | Cite | Co-Cite" extracted over three of
+    the four columns). Bottom-up, so nested spans close level by level."""
     out = [list(r) for r in header]
     for i in range(len(out) - 2, -1, -1):
+        grouped = _equal_groups(out[i], max(start, 1))
+        if grouped is not None:
+            out[i] = grouped
+            continue
         row, below = out[i], out[i + 1]
         for j in range(1, len(row)):
             if row[j].strip() or not below[j].strip():
@@ -234,9 +262,9 @@ def split_grid(rows: list[list[str]], *, number=cell_number,
     header, data = rows[:n_header], rows[n_header:]
     if not data:
         return None
-    header = [_spread_groups(row) if i < len(header) - 1 else row for i, row in enumerate(header)]
     if nest_spans:
-        header = _nest_spans(header)
+        header = _nest_spans(header, _label_columns(data, number))
+    header = [_spread_groups(row) if i < len(header) - 1 else row for i, row in enumerate(header)]
     paths = []
     for j in range(width):
         parts: list[str] = []
@@ -300,13 +328,18 @@ class TableCell:
     is_header: bool
 
 
-def _label_columns(data: list[list[str]]) -> int:
-    """How many columns at the left hold more words than numbers (at least one: the first)."""
+_PLACEHOLDER = re.compile(r"^\s*(?:[-\u2013\u2014\u2212]+|n/?a|N/?A|\u2717|\u00d7|oom|OOM)\s*$")
+
+
+def _label_columns(data: list[list[str]], number=None) -> int:
+    """How many columns at the left hold more words than numbers (at least one: the first);
+    placeholders ("-", "n/a", "OOM") count as neither."""
+    number = number or parse_number
     width = len(data[0]) if data else 0
     lead = 0
     for j in range(width):
-        texts = sum(1 for r in data if r[j].strip() and parse_number(r[j]) is None)
-        numbers = sum(1 for r in data if parse_number(r[j]) is not None)
+        texts = sum(1 for r in data if r[j].strip() and not _PLACEHOLDER.match(r[j]) and number(r[j]) is None)
+        numbers = sum(1 for r in data if number(r[j]) is not None)
         if numbers > texts or (lead and texts == 0):
             break
         lead += 1
@@ -331,7 +364,7 @@ def _row_headers(data: list[list[str]], lead: int) -> list[str | None]:
         if lead > 1 and cells[-1]:
             # a spanning label of an outer column is left empty on the rows it covers below its first
             filled = [c or (above[j] if j < lead - 1 else "") for j, c in enumerate(cells)]
-        label = " / ".join(c for c in filled if c)
+        label = " / ".join(c for c in filled if c and not _PLACEHOLDER.match(c))
         labels.append(label or None)
         above = [c or above[j] for j, c in enumerate(filled)]
     return labels
