@@ -551,7 +551,20 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in papers]},
                   observation=observation, fixed=True))
     compute = asks_to_compute(question) or worked_computation(question)
-    cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step, compute)
+    mode = getattr(getattr(env, "settings", None), "table_answer", "operations")
+    sql_result = None
+    if mode == "sql":
+        cells, sql_result = _table_sql(question, answer_format, cells, route_features, env, llm, result, add_step)
+        direct = sql_result[2] if sql_result else None
+        if direct is not None:  # the query's rows have the shape the format asks for: they are the answer
+            result.answer = direct
+            result.verification = Verification("pass" if sql_result[1] else "fail", [Check(
+                sql_result[0].sql, "sql", sql_result[1], "the query over the table's cells, re-run: " +
+                ("same rows" if sql_result[1] else "different rows or an error"))]).to_dict()
+            result.citations = [c.to_dict() for c in citations_for(env, cells[:1], direct)]
+            return result
+    else:
+        cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step, compute)
     if direct is not None:  # the computed rows are the answer in the shape the format asks for
         result.answer = direct
         result.verification = Verification("pass", [Check(render_answer(direct), "table", True, cells[0]["context"])]).to_dict()
@@ -579,6 +592,13 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
         check.repaired = True
     if shaped.ok:
         answer = shaped.value
+    if sql_result is not None:  # the answer rests on a query the verifier re-ran
+        sql_check = Check(sql_result[0].sql, "sql", sql_result[1], "re-ran the query over the table's cells: " +
+                          ("same rows" if sql_result[1] else "different rows or an error"))
+        check.checks.insert(0, sql_check)
+        if check.status == "unverifiable":
+            check.status = "pass" if sql_result[1] else "fail"
+        cited = [cells[0]] + [c for c in cited if c is not cells[0]]
     result.answer = answer
     result.verification = check.to_dict()
     result.citations = [c.to_dict() for c in citations_for(env, cited, answer)]
@@ -588,6 +608,41 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
 def _texts(cells: list[dict]) -> list[str]:
     """What the verifier checks an answer against: a table's or figure's whole context, else the cell text."""
     return [c.get("context") or c["text"] for c in cells]
+
+
+def _table_sql(question: str, answer_format: str | None, cells: list[dict], route_features: dict, env: Any, llm: Any,
+               result: Any, add_step: Callable) -> tuple[list[dict], Any]:
+    """Answer over a retrieved table with SQL (:mod:`neusym.query.agent.tablesql`) when the evidence
+    points at a table: the best-ranked excerpt is a table, the question names tables, or it may ask
+    for a table operation. The query's rows become the first evidence cell (citing the table); returns
+    (cells, (SqlResult, re-run agreed, the rows as the answer when their shape is the format's —
+    :func:`neusym.query.agent.tablesql.shaped_result` — else None)) or (cells, None) when no query gave rows."""
+    from neusym.query.agent.tableops import OPERATION_CUE
+    from neusym.query.agent.tablesql import load_relation, query_table, shaped_result, verify_sql
+
+    tables = [c for c in cells if c.get("table_name") == "tables"]
+    if not tables:
+        return cells, None
+    if not (cells[0].get("table_name") == "tables" or "table" in route_features.get("modality", [])
+            or OPERATION_CUE.search(question or "")):
+        return cells, None
+    source = tables[0]
+    rel = load_relation(env, str(source["primary_key"]))
+    if rel is None:
+        return cells, None
+    res = query_table(question, answer_format, rel, env, llm)
+    for reply in res.replies:
+        _count(result, reply)
+    caption = rel.caption.split("\n", 1)[0][:120] or "the table"
+    add_step(Step(thought="the evidence holds a table: query its cells", action="RetrieveFromDatabase",
+                  arguments={"sql": res.sql, "table_id": rel.table_id}, observation=res.text(), fixed=True,
+                  raw=res.replies[-1].text if res.replies else ""))
+    if not res.ok:
+        return cells, None
+    agreed = verify_sql(res, rel, env)
+    computed = {k: v for k, v in source.items() if k != "table_rows"}
+    computed["context"] = f"Computed by SQL over {caption}: {res.text()}"
+    return [computed] + cells, (res, agreed, shaped_result(res, answer_format))
 
 
 def _table_operation(question: str, answer_format: str | None, cells: list[dict], llm: Any, result: Any,

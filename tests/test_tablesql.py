@@ -1,0 +1,157 @@
+"""Table questions through SQL (neusym/query/agent/tablesql.py) on a real table of a sample PDF:
+Table 1 of the Semantic Scholar literature-graph paper (page 3, ScienceParse's precision / recall / F1
+per metadata field), read by hand from the PDF: title 85.5 (the lowest F1), authors 92.1, year 97.3."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pymupdf
+import pytest
+
+from neusym.query.agent.actions import Environment
+from neusym.query.agent.tablesql import TableRelation, bound_sql, closest_name, link_names, load_relation
+from neusym.query.ask import ask
+
+from .conftest import REPO, SAMPLES
+from .test_agent import ScriptedLLM
+
+GRAPH_PDF = SAMPLES / "naacl2018_N18-3011_SemanticScholarLiteratureGraph.pdf"
+QUESTION = "Which metadata field does the ScienceParse system extract with the lowest F1, and what is that F1?"
+FORMAT = "Your answer should be a Python list of two elements: [field name as a string, F1 as a float]."
+
+
+@pytest.fixture(scope="module")
+def sql_settings(corpus_settings):
+    return corpus_settings.model_copy(update={"table_answer": "sql"})
+
+
+@pytest.fixture(scope="module")
+def graph(corpus_settings):
+    with Environment(corpus_settings) as env:
+        pid = env.query("SELECT paper_id::VARCHAR FROM metadata WHERE title LIKE 'Construction of the Literature%'")[0][0]
+        table_id = env.query("SELECT table_id::VARCHAR FROM tables WHERE ref_paper_id = ?::UUID AND page_number = 3 "
+                             "AND table_caption LIKE 'Table 1:%'", [pid])[0][0]
+    return pid, table_id
+
+
+def test_the_hand_read_numbers_are_on_the_page():
+    with pymupdf.open(GRAPH_PDF) as doc:
+        page3 = " ".join(doc[2].get_text().split())
+    assert "Table 1: Results of the ScienceParse system." in page3
+    assert "title 85.5 85.5 85.5" in page3 and "authors 92.1 92.1 92.1" in page3
+
+
+def test_the_model_sees_the_table_as_a_relation_and_its_query_runs_bound_to_that_table(corpus_settings, graph):
+    _, table_id = graph
+    with Environment(corpus_settings) as env:
+        rel = load_relation(env, table_id)
+        assert rel is not None and "F1" in rel.headers and {"title", "authors"} <= set(rel.rows)
+        rows = env.run_sql(bound_sql("SELECT row_name, value FROM cells WHERE column_name = 'F1' "
+                                     "ORDER BY value LIMIT 1", table_id)).rows
+        assert rows == [("title", 85.5)]
+        # the query's own WITH is merged with the binding; other tables of the corpus stay out of cells
+        rows = env.run_sql(bound_sql("WITH f AS (SELECT * FROM cells WHERE column_name = 'F1') "
+                                     "SELECT count(DISTINCT row_name) FROM f", table_id)).rows
+        assert rows[0][0] == len([r for r in rel.rows if any(c[1] == r and c[2] == "F1" for c in rel.cells)])
+        assert load_relation(env, "00000000-0000-0000-0000-000000000000") is None
+        assert load_relation(env, "'; DROP TABLE tables; --") is None
+
+
+def test_names_the_model_shortens_are_linked_to_the_listed_ones():
+    rel = TableRelation("t", "Table 1", ["Citation prediction / Cite / MAP", "Citation prediction / Co-Cite / MAP",
+                                         "Classification / MAG / F1"], ["SPECTER (Ours)", "SGC (2019a)", "Random"])
+    linked = link_names("SELECT row_name, value FROM cells WHERE column_name = 'Cite / MAP' "
+                        "AND row_name <> 'SPECTER' ORDER BY value DESC LIMIT 1", rel)
+    assert "'Citation prediction / Cite / MAP'" in linked and "'SPECTER (Ours)'" in linked
+    assert "'SGC (2019a)'" in link_names("SELECT value FROM cells WHERE row_name IN ('sgc', 'Random')", rel)
+    assert closest_name("MAG F1", rel.headers) == "Classification / MAG / F1"
+    assert closest_name("BLEU", rel.headers) is None
+    assert link_names("not sql at all (", rel) == "not sql at all ("  # runs as written, fails there
+
+
+def test_a_table_question_is_answered_by_the_query_the_model_writes(sql_settings, graph):
+    pid, _ = graph
+    sql = {"sql": "SELECT row_name, value FROM cells WHERE column_name = 'f1' ORDER BY value ASC LIMIT 1"}
+    llm = ScriptedLLM([sql])
+    result = ask(QUESTION, settings=sql_settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
+    prompt = llm.requests[0]["messages"][0]["content"]
+    assert "CREATE TABLE cells" in prompt and "'F1'" in prompt and "'title'" in prompt
+    step = next(s for s in result.trajectory if s.action == "RetrieveFromDatabase")
+    assert "'F1'" in step.arguments["sql"]  # 'f1' linked to the listed header
+    assert step.observation == "row_name = title; value = 85.5"
+    # one row of two values for "a list of two elements": the rows are the answer, no answer call
+    assert result.answer == ["title", 85.5] and len(llm.requests) == 1
+    check = result.verification["checks"][0]
+    assert check["kind"] == "sql" and check["ok"] is True and result.verification["status"] == "pass"
+    assert (result.citations[0]["table_name"], result.citations[0]["page_number"]) == ("tables", 3)
+
+
+def test_rows_of_another_shape_are_the_first_evidence_of_the_answer_call(sql_settings, graph):
+    pid, _ = graph
+    sql = {"sql": "SELECT row_name, value FROM cells WHERE column_name = 'F1' ORDER BY value ASC LIMIT 2"}
+    answer = {"answer": "The title field, with an F1 of 85.5.", "evidence": [1]}
+    llm = ScriptedLLM([sql, answer, answer])
+    result = ask(QUESTION, settings=sql_settings, llm=llm, method="auto", paper_ids=[pid],
+                 answer_format="Your answer should be one short sentence of plain text.")
+    first = llm.requests[1]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].split("\n")[0]
+    assert "Computed by SQL over Table 1: Results of the ScienceParse system." in first
+    assert "row_name = title; value = 85.5 | row_name = " in first
+    assert result.answer == "The title field, with an F1 of 85.5."
+    assert result.verification["checks"][0]["kind"] == "sql" and result.verification["checks"][0]["ok"] is True
+
+
+def test_a_query_that_fails_is_repaired_once_with_the_database_message(sql_settings, corpus_settings, graph):
+    pid, _ = graph
+    writes = {"sql": "DELETE FROM cells"}
+    wrong_table = {"sql": "SELECT row_name FROM results ORDER BY value LIMIT 1"}
+    answer = {"answer": ["title", 85.5], "evidence": [1]}
+    llm = ScriptedLLM([writes, wrong_table, answer, answer])
+    result = ask(QUESTION, settings=sql_settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
+    assert "A previous query failed: DELETE FROM cells" in llm.requests[1]["messages"][0]["content"]
+    step = next(s for s in result.trajectory if s.action == "RetrieveFromDatabase")
+    assert step.observation.startswith("(query failed:")
+    # both queries failed: the answer call reads the retrieved evidence as it is, without a computed line
+    assert "Computed by SQL" not in llm.requests[2]["messages"][1]["content"]
+    with Environment(corpus_settings) as env:  # nothing was written
+        assert env.query("SELECT count(*) FROM table_cells")[0][0] > 0
+
+
+def test_the_operation_menu_is_the_default(corpus_settings, graph):
+    pid, _ = graph
+    settings = corpus_settings
+    assert settings.table_answer == "operations"
+    choose = {"operation": "lowest", "column": None, "threshold": 0}
+
+    class Choosing(ScriptedLLM):
+        def chat(self, messages, *, json_schema=None, max_tokens=None):
+            if json_schema and "operation" in json_schema.get("properties", {}):
+                column = next(c for c in json_schema["properties"]["column"]["enum"] if c.endswith("] F1"))
+                self.replies.insert(0, json.dumps(dict(choose, column=column)))
+            return super().chat(messages, json_schema=json_schema, max_tokens=max_tokens)
+
+    llm = Choosing([])
+    result = ask(QUESTION, settings=settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
+    assert result.answer == ["title", 85.5] and any(s.action == "TableOperation" for s in result.trajectory)
+
+
+@pytest.mark.slow
+def test_the_offline_model_writes_a_query_that_finds_the_lowest_f1(corpus_settings, graph, monkeypatch):
+    """The offline coder model (Qwen2.5-Coder-1.5B) on the real table: its query gives the row."""
+    from neusym.llm.chat import LocalLlamaLLM
+    from neusym.llm.model_files import offline_model_path
+    from neusym.query.agent.tablesql import query_table
+
+    monkeypatch.setenv("NEUSYM_HOME", str(REPO / ".neusym"))  # the model files shared with the demo
+    llm = LocalLlamaLLM(corpus_settings, model_path=offline_model_path(corpus_settings.model_copy(
+        update={"home": REPO / ".neusym"})))
+    _, table_id = graph
+    started = time.monotonic()
+    with Environment(corpus_settings) as env:
+        rel = load_relation(env, table_id)
+        res = query_table(QUESTION, FORMAT, rel, env, llm)
+    assert res.ok, (res.sql, res.error)
+    flat = [v for row in res.rows for v in row]
+    assert "title" in flat and 85.5 in flat, (res.sql, res.rows)
+    assert time.monotonic() - started < 300
