@@ -18,7 +18,8 @@ within 1e-6 relative. Reported, over the truth cells:
 
 Run (a home where the truth PDFs are ingested)::
 
-    NEUSYM_HOME=... python benchmarks/table_cells/score.py --truth benchmarks/table_cells/truth_dev.jsonl \
+    NEUSYM_HOME=... python benchmarks/table_cells/score.py \
+        --truth benchmarks/table_cells/truth_dev.jsonl benchmarks/table_cells/truth_dev2.jsonl \
         --pdf-dir /work/shared/corpus/pdfs --out benchmarks/results/table_cells_dev.json
 """
 
@@ -93,12 +94,13 @@ def score(con: duckdb.DuckDBPyConnection, truth: list[dict], pdf_dir: Path) -> d
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--truth", required=True, type=Path)
+    ap.add_argument("--truth", required=True, type=Path, nargs="+", help="truth files, scored as one set")
     ap.add_argument("--pdf-dir", default=Path("/work/shared/corpus/pdfs"), type=Path)
     ap.add_argument("--db", type=Path, help="corpus database (default: the current version of $NEUSYM_HOME)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    truth = [json.loads(line) for line in args.truth.read_text(encoding="utf-8").splitlines() if line.strip()]
+    truth = [json.loads(line) for path in args.truth for line in path.read_text(encoding="utf-8").splitlines()
+             if line.strip()]
     if args.db:
         db = args.db
     else:
@@ -107,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
         db = current_db(get_settings())
     con = duckdb.connect(str(db), read_only=True)
-    result = {"truth": str(args.truth), **score(con, truth, args.pdf_dir)}
+    result = {"truth": [str(p) for p in args.truth], **score(con, truth, args.pdf_dir)}
     summary = {k: v for k, v in result.items() if k != "per_table"}
     print(json.dumps(summary, indent=1))
     if args.out:
