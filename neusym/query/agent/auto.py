@@ -136,6 +136,8 @@ FOCUS_VIEWS = [  # (table, column, collections, modality)
     ("equations", "equation_content", (BM25_COLLECTION,), "formula"),
 ]
 RRF_K = 60
+#: Hits of each retrieval list of :data:`FOCUS_VIEWS` that the fusion ranks.
+LIST_HITS = 6
 OFF_MODALITY_WEIGHT = 0.35
 EVIDENCE_ITEMS = 4
 EVIDENCE_CHARS = 650
@@ -177,7 +179,7 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
         weight = 1.0 if kind == "text" or kind in modality else OFF_MODALITY_WEIGHT
         for collection in collections:
             try:
-                hits = env.search(question, collection, table, column, flt, 6)
+                hits = env.search(question, collection, table, column, flt, LIST_HITS)
             except NeusymError:
                 continue
             if trace is not None:
