@@ -170,24 +170,15 @@ def stage_table_cells(con: duckdb.DuckDBPyConnection) -> int:
         "  AND t.ref_paper_id NOT IN (SELECT paper_id::UUID FROM staged_metadata) "
         "  AND NOT EXISTS (SELECT 1 FROM table_cells c WHERE c.ref_table_id = t.table_id)"
     ).fetchall()
-    columns: dict[str, list] = {name.split()[0]: [] for name in _CELL_COLUMNS.split(", ")}
-    for table_id, html, paper_id in sources:
-        for c in table_cells(html):
-            for name, value in (("ref_table_id", table_id), ("row_index", c.row_index),
-                                ("column_index", c.column_index), ("row_header", c.row_header),
-                                ("column_header_path", c.column_header_path), ("cell_text", c.text),
-                                ("number", c.number), ("plus_minus", c.plus_minus), ("unit", c.unit),
-                                ("marks", c.marks), ("is_header", c.is_header), ("ref_paper_id", paper_id)):
-                columns[name].append(value)
+    rows = [(table_id, c.row_index, c.column_index, c.row_header, c.column_header_path, c.text, c.number,
+             c.plus_minus, c.unit, c.marks, c.is_header, paper_id)
+            for table_id, html, paper_id in sources for c in table_cells(html)]
     con.execute(f"CREATE OR REPLACE TEMP TABLE staged_table_cells ({_CELL_COLUMNS})")
-    if columns["ref_table_id"]:
-        staged = pa.table({  # noqa: F841 - read by the INSERT below (DuckDB's replacement scan)
-            name: pa.array(values, type=pa.int32() if name.endswith("_index") else
-                           pa.float64() if name in ("number", "plus_minus") else
-                           pa.bool_() if name == "is_header" else pa.string())
-            for name, values in columns.items()})
+    if rows:
+        names = [column.split()[0] for column in _CELL_COLUMNS.split(", ")]
+        staged = pa.table(dict(zip(names, map(list, zip(*rows)))))  # noqa: F841 - read by the INSERT below
         con.execute("INSERT INTO staged_table_cells SELECT * FROM staged")
-    return len(columns["ref_table_id"])
+    return len(rows)
 
 
 def row_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

@@ -356,7 +356,7 @@ def _row_headers(data: list[list[str]], lead: int) -> list[str | None]:
         above[j] = next((r[j].strip() for r in data if r[j].strip()), "")
     for row in data:
         cells = [c.strip() for c in row[:lead]]
-        if any(c.strip() for c in row[1:]) is False:  # only the first cell: a divider row
+        if not any(c.strip() for c in row[1:]):  # only the first cell: a divider row
             labels.append(None)
             above = [""] * lead
             continue

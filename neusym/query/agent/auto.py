@@ -560,9 +560,7 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
         direct = sql_result[2] if sql_result else None
         if direct is not None:  # the query's rows have the shape the format asks for: they are the answer
             result.answer = direct
-            result.verification = Verification("pass" if sql_result[1] else "fail", [Check(
-                sql_result[0].sql, "sql", sql_result[1], "the query over the table's cells, re-run: " +
-                ("same rows" if sql_result[1] else "different rows or an error"))]).to_dict()
+            result.verification = Verification("pass" if sql_result[1] else "fail", [_sql_check(sql_result)]).to_dict()
             result.citations = [c.to_dict() for c in citations_for(env, cells[:1], direct)]
             return result
     else:
@@ -595,9 +593,7 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
     if shaped.ok:
         answer = shaped.value
     if sql_result is not None:  # the answer rests on a query the verifier re-ran
-        sql_check = Check(sql_result[0].sql, "sql", sql_result[1], "re-ran the query over the table's cells: " +
-                          ("same rows" if sql_result[1] else "different rows or an error"))
-        check.checks.insert(0, sql_check)
+        check.checks.insert(0, _sql_check(sql_result))
         if check.status == "unverifiable":
             check.status = "pass" if sql_result[1] else "fail"
         cited = [cells[0]] + [c for c in cited if c is not cells[0]]
@@ -645,6 +641,13 @@ def _table_sql(question: str, answer_format: str | None, cells: list[dict], rout
     computed = {k: v for k, v in source.items() if k != "table_rows"}
     computed["context"] = f"Computed by SQL over {caption}: {res.text()}"
     return [computed] + cells, (res, agreed, shaped_result(res, answer_format))
+
+
+def _sql_check(sql_result: tuple) -> Check:
+    """The verifier's check of an answer resting on a table query: the query re-run gave the same rows."""
+    res, agreed = sql_result[0], sql_result[1]
+    return Check(res.sql, "sql", agreed, "the query over the table's cells, re-run: " +
+                 ("same rows" if agreed else "different rows or an error"))
 
 
 def _table_operation(question: str, answer_format: str | None, cells: list[dict], llm: Any, result: Any,

@@ -354,15 +354,5 @@ def shaped_result(result: SqlResult, answer_format: str | None) -> Any:
     return None
 
 
-def scalar(result: SqlResult) -> Any:
-    """The one value of a one-row, one-column result (None otherwise); a float that is whole is an int."""
-    if len(result.rows) != 1 or len(result.rows[0]) != 1:
-        return None
-    value = result.rows[0][0]
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return value
-
-
 __all__ = ["SqlResult", "TableRelation", "bound_sql", "closest_name", "link_names", "load_relation", "query_table",
-           "relation_prompt", "scalar", "shaped_result", "verify_sql"]
+           "relation_prompt", "shaped_result", "verify_sql"]
