@@ -87,7 +87,9 @@ class Action:
 class Observation:
     """Result of executing an action: ``text`` for the LLM (already truncated), ``error`` when the
     action failed, ``image_png`` (ViewImage only) with its pixel ``image_size``, and for
-    GenerateAnswer ``terminal=True`` with the ``answer``."""
+    GenerateAnswer ``terminal=True`` with the ``answer``. ``data``: what the text was made from, for
+    callers other than the model (the MCP tools): the :class:`~neusym.query.sqlsafe.QueryResult` of
+    RetrieveFromDatabase, the hit dicts of RetrieveFromVectorstore, the value of CalculateExpr."""
 
     text: str
     error: bool = False
@@ -95,6 +97,7 @@ class Observation:
     image_size: tuple[int, int] | None = None
     terminal: bool = False
     answer: Any = None
+    data: Any = None
 
     @property
     def image_base64(self) -> str | None:
@@ -508,6 +511,12 @@ class Environment:
             log.extend(hits)
         return hits
 
+    def execute(self, action: "Action", *, max_tokens: int | None = None) -> "Observation":
+        """Run one validated action on this environment (:func:`execute_action`): how the agent loop
+        runs its actions. A subclass may run them elsewhere (e.g. through the MCP tools of
+        :mod:`neusym.interfaces.service.mcp`, to show a client sees what the agent sees)."""
+        return execute_action(action, self, max_tokens=max_tokens)
+
     def record_hits(self) -> list[dict]:
         """Start collecting this thread's vector-search hits (evidence for citations) into the
         returned list, replacing an earlier collection; one agent run per thread at a time."""
@@ -556,13 +565,15 @@ def execute_action(action: Action, env: Environment, *, max_tokens: int | None =
         if action.action_type == "GenerateAnswer":
             return Observation(text="", terminal=True, answer=action.parameters["answer"])
         if action.action_type == "RetrieveFromDatabase":
-            return Observation(text=truncate_observation(_database(action.parameters["sql"], env), max_tokens))
+            text, result = _database(action.parameters["sql"], env)
+            return Observation(text=truncate_observation(text, max_tokens), data=result)
         if action.action_type == "RetrieveFromVectorstore":
-            return Observation(text=truncate_observation(_vector_search(action.parameters, env), max_tokens))
+            text, hits = _vector_search(action.parameters, env)
+            return Observation(text=truncate_observation(text, max_tokens), data=hits)
         if action.action_type == "CalculateExpr":
             value = calculate(action.parameters["expr"])
             rendered = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value
-            return Observation(text=truncate_observation(f"Result: {rendered}", max_tokens))
+            return Observation(text=truncate_observation(f"Result: {rendered}", max_tokens), data=value)
         if action.action_type == "ViewImage":
             obs = view_image(env, **action.parameters)
             obs.text = truncate_observation(obs.text, max_tokens)
@@ -613,8 +624,9 @@ def _placeholder_error(text: str) -> str | None:
     return None
 
 
-def _database(sql: str, env: Environment) -> str:
-    """Observation of RetrieveFromDatabase: the result table, with recovery hints for empty results."""
+def _database(sql: str, env: Environment) -> tuple[str, QueryResult]:
+    """Observation of RetrieveFromDatabase: the result table, with recovery hints for empty results,
+    and the result it shows (the widened query's when that one answered)."""
     problem = _placeholder_error(sql)
     if problem:
         raise ActionError(f"RetrieveFromDatabase: {problem}")
@@ -628,14 +640,14 @@ def _database(sql: str, env: Environment) -> str:
                 return (
                     f"No rows for the exact LIKE pattern. With wildcards ({widened}) the result is:\n"
                     + format_result(retry, "table")
-                )
+                ), retry
         text += "\n" + EMPTY_SQL_HINT
     elif result.rows and all(v is None for row in result.rows for v in row):
         text += "\n" + NULL_SQL_HINT
-    return text
+    return text, result
 
 
-def _vector_search(params: dict, env: Environment) -> str:
+def _vector_search(params: dict, env: Environment) -> tuple[str, list[dict]]:
     problem = _placeholder_error(params.get("filter", ""))
     if problem:
         raise ActionError(f"RetrieveFromVectorstore: {problem}")
@@ -659,8 +671,8 @@ def _vector_search(params: dict, env: Environment) -> str:
         return (
             f"No entries of {where} match{note}. Switch strategy: RetrieveFromDatabase with ILIKE on "
             f"{params['table_name']}.{params['column_name']}, or another column, collection or a looser filter."
-        )
-    return format_vector_hits(hits, where + note)
+        ), []
+    return format_vector_hits(hits, where + note), hits
 
 
 def format_vector_hits(hits: list[dict], where: str) -> str:

@@ -32,7 +32,6 @@ from neusym.query.agent.actions import (
     Environment,
     Observation,
     action_json_schema,
-    execute_action,
     parse_reply,
     validate_action,
 )
@@ -469,7 +468,7 @@ def run_loop(
             method, question, focus, top_k=settings.eval_classic_rag_top_k, max_tokens=settings.eval_context_max_tokens
         ):
             step_started = time.monotonic()
-            obs = execute_action(action, env, max_tokens=budget)
+            obs = env.execute(action, max_tokens=budget)
             step = Step(
                 thought=f"(retrieval fixed by the method {method.name})",
                 action=action.action_type,
@@ -549,7 +548,7 @@ def run_loop(
                     )
                 else:
                     seen.setdefault(key, turn)
-                    obs = execute_action(action, env)
+                    obs = env.execute(action)
                     step.observation = obs.text
                     step.error = obs.error
                     if obs.image_png:
