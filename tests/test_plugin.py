@@ -90,6 +90,7 @@ def test_the_mounted_app_needs_airflow_credentials(api_server):
                                    ("POST", "/neusym/sql", {"sql": "SELECT 1"}),
                                    ("GET", "/neusym/schema", None),
                                    ("POST", "/neusym/ask/json", {"question": "x"}),
+                                   ("POST", "/neusym/mcp", {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
                                    ("GET", "/neusym/", None)]:
             anonymous = c.request(method, path, json=body)
             assert anonymous.status_code == 401, (path, anonymous.text)
@@ -116,6 +117,24 @@ def test_the_mounted_app_answers_with_a_token_or_the_ui_cookie(api_server, token
         assert html.status_code == 200 and "static/app.js" in html.text
         assert ui.get("/neusym/static/app.js").status_code == 200
         assert ui.get("/neusym/schema").json()["relations"]
+
+
+def test_the_mcp_server_answers_inside_the_api_server_with_a_token(api_server, token):
+    """The MCP server of the mounted app (no lifespan runs there: its session manager starts with the
+    first request), driven by the SDK's client with an Airflow token."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from neusym.interfaces.service.mcp_client import McpClient
+
+    headers = {"Authorization": f"Bearer {token}"}
+    with McpClient(lambda: streamable_http_client(api_server + "/neusym/mcp",
+                                                  http_client=create_mcp_http_client(headers=headers))) as client:
+        assert "search_papers" in {t.name for t in client.list_tools()}
+        r = client.call_tool("search_papers", {"query": "human evaluation of faithfulness", "limit": 2})
+        assert not r.is_error and r.structured_content["hits"][0]["title"] == LONGEVAL
+        sql = client.call_tool("retrieve_from_database", {"sql": "SELECT count(*) AS n FROM metadata"})
+        assert sql.structured_content["rows"] == [[5]]
 
 
 def test_the_plugin_adds_paper_search_to_the_airflow_ui(api_server, token):

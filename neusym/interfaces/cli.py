@@ -690,6 +690,15 @@ def serve(
         raise typer.Exit(1)
 
 
+@app.command()
+def mcp() -> None:
+    """Serve the corpus to an LLM client (Claude Desktop, Cursor, ...) as an MCP server over stdio:
+    the five NeuSym-RAG actions, paper search, paper outlines and ask (README, "Use from an LLM client")."""
+    from neusym.interfaces.service.mcp import run_stdio
+
+    run_stdio(_settings())
+
+
 def main() -> None:
     """The ``neusym`` command. An unexpected error prints one line naming it, not a traceback
     (``NEUSYM_DEBUG=1`` shows the traceback); expected errors are handled by each command."""

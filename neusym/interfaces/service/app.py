@@ -11,6 +11,7 @@ Endpoints (OpenAPI at ``/openapi.json``, docs at ``/docs``):
 ``GET /schema``                            tables and views with their comments, example queries
 ``GET /papers/{paper_id}``                 metadata, section tree, tables, figures, equations, references
 ``GET /papers/{paper_id}/pages/{n}.png``   a page as PNG, ``bbox=x0,y0,w,h`` highlighted (``crop=true``: just the box)
+``POST /mcp``                               the MCP server: the corpus as tools for LLM clients (:mod:`.mcp`)
 ``GET /``                                  the web page (static files under ``/static``)
 ========================================== ==========================================================
 
@@ -56,6 +57,7 @@ from neusym.settings import Settings, usable_cores
 from neusym.store.versions import NoCorpusVersion
 from neusym.interfaces.service.auth import api_key_dependency, checked_keys, key_is_valid, presented_key
 from neusym.interfaces.service.corpus import ServedVersion, VersionHolder
+from neusym.interfaces.service.sql_examples import SQL_EXAMPLES
 from neusym.interfaces.service.models import (
     AskRequest,
     ErrorResponse,
@@ -75,23 +77,6 @@ FACET_POOL = 100
 """Facets count the top this-many papers matching the query and the filters."""
 SQL_MAX_BYTES = 1_000_000
 """Byte cap of one /sql response body when the settings have no ``sql_max_bytes``."""
-
-SQL_EXAMPLES: list[dict[str, str]] = [
-    {"title": "Corpus coverage by venue and year",
-     "sql": "SELECT venue, pub_year, paper_count, page_count FROM papers_per_venue_year ORDER BY paper_count DESC"},
-    {"title": "Papers with the most tables",
-     "sql": "SELECT title, table_count, image_count, equation_count FROM paper_overview\n"
-            "ORDER BY table_count DESC LIMIT 10"},
-    {"title": "Most prolific authors",
-     "sql": "SELECT author, count(*) AS papers FROM author_paper\nGROUP BY author ORDER BY papers DESC, author LIMIT 10"},
-    {"title": "Tables and figures that mention accuracy",
-     "sql": "SELECT paper_title, element_type, page_number, label FROM element_search\n"
-            "WHERE element_type IN ('table', 'image') AND text ILIKE '%accuracy%'\nORDER BY paper_title, page_number"},
-    {"title": "Top-level sections of each paper",
-     "sql": "SELECT m.title, s.ordinal, s.section_title, s.page_numbers\nFROM sections s JOIN metadata m "
-            "ON m.paper_id = s.ref_paper_id\nWHERE s.level = 1 ORDER BY m.title, s.ordinal LIMIT 100"},
-]
-"""Example queries of the SQL console over the documented views (docs/sql.md)."""
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorResponse, "description": "Malformed or refused input."},
@@ -467,6 +452,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         try:
             yield
         finally:
+            await app.state.mcp.aclose()
             state.holder.close()
 
     neusym_version = _package_version()
@@ -928,6 +914,34 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         except NeusymError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
         return JSONResponse(jsonable_encoder(answer))
+
+    # -- the MCP server (neusym.interfaces.service.mcp): the corpus as tools for LLM clients ----------
+    from neusym.interfaces.service.mcp import McpEndpoint, build_server
+
+    def mcp_ask(question: str, paper_ids: list[str], method: str | None, answer_format: str | None,
+                cancel: threading.Event) -> dict:
+        state.llm.check_room()
+        body = AskRequest(question=question, paper_ids=paper_ids, method=method, answer_format=answer_format)
+        return run_agent(body, lambda kind, data: None, cancel)
+
+    mcp_endpoint = McpEndpoint(build_server(settings, state.holder, ask=mcp_ask, run_blocking=state.run))
+    app.state.mcp = mcp_endpoint
+
+    class _Asgi(Response):
+        """Hands the request to an ASGI app once the route's dependencies (authentication) passed."""
+
+        def __init__(self, asgi: Callable) -> None:
+            self.asgi, self.background = asgi, None
+
+        async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+            await self.asgi(scope, receive, send)
+
+    @api.api_route("/mcp", methods=["GET", "POST", "DELETE"], include_in_schema=False)  # JSON-RPC: not OpenAPI
+    async def mcp() -> Response:
+        """The MCP server (Model Context Protocol, streamable HTTP, stateless, JSON responses): the
+        five NeuSym-RAG actions, paper search, paper outlines and ask as tools for any MCP client
+        (README, "Use from an LLM client"); behind the same API key as the other routes."""
+        return _Asgi(mcp_endpoint)
 
     app.include_router(api)
     return app

@@ -89,6 +89,8 @@ class ServedVersion:
     labels: dict[str, "PoolPaper"] = field(default_factory=dict)
     users: int = 0
     retired: bool = False
+    _environment: Any = None
+    _environment_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def number(self) -> int:
@@ -120,9 +122,25 @@ class ServedVersion:
         """A DuckDB cursor of the version's read-only connection (one per thread/request)."""
         return self.con.cursor()
 
+    def environment(self) -> Any:
+        """The agent's :class:`neusym.query.agent.actions.Environment` on this version, shared by the
+        tool calls of every client (opened on first use, its cell collection too; thread-safe;
+        closed with the version). Agent runs (``/ask``) open their own."""
+        from neusym.query.agent.actions import Environment
+
+        with self._environment_lock:
+            if self._environment is None:
+                settings = self.index.settings
+                self._environment = Environment(settings, version=self.version, db_schema=self.agent_schema)
+            return self._environment
+
     def close(self) -> None:
-        """Close the DuckDB connection and release the version (its reader lock)."""
+        """Close the DuckDB connection and the shared environment, and release the version (its reader lock)."""
         try:
+            with self._environment_lock:
+                env, self._environment = self._environment, None
+            if env is not None:
+                env.close()
             self.con.close()
         finally:
             self.version.close()
