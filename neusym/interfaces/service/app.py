@@ -11,6 +11,8 @@ Endpoints (OpenAPI at ``/openapi.json``, docs at ``/docs``):
 ``GET /schema``                            tables and views with their comments, example queries
 ``GET /papers/{paper_id}``                 metadata, section tree, tables, figures, equations, references
 ``GET /papers/{paper_id}/pages/{n}.png``   a page as PNG, ``bbox=x0,y0,w,h`` highlighted (``crop=true``: just the box)
+``GET /v1/models``                         the agent's methods as OpenAI models (``neusym-auto``, ...)
+``POST /v1/chat/completions``              the agent as an OpenAI-compatible chat model (:mod:`.openai_compat`)
 ``POST /mcp``                               the MCP server: the corpus as tools for LLM clients (:mod:`.mcp`)
 ``GET /``                                  the web page (static files under ``/static``)
 ========================================== ==========================================================
@@ -67,6 +69,7 @@ from neusym.interfaces.service.models import (
     SqlRequest,
     SqlResponse,
 )
+from neusym.interfaces.service.openai_compat import openai_router, use_openai_errors
 from neusym.interfaces.service.papers import BadRequest, NotFound, PageRenderer, paper_detail, paper_titles, parse_bbox, parse_paper_id, pdf_of
 
 logger = logging.getLogger("neusym.interfaces.service")
@@ -943,7 +946,9 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         (README, "Use from an LLM client"); behind the same API key as the other routes."""
         return _Asgi(mcp_endpoint)
 
+    api.include_router(openai_router(state, run_agent, check_ask))  # /v1: behind the same API key
     app.include_router(api)
+    use_openai_errors(app)  # errors on /v1 paths in OpenAI's shape
     return app
 
 
