@@ -12,6 +12,7 @@ import os
 import re
 import struct
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -25,7 +26,7 @@ from neusym.query.agent.react import run_loop
 from neusym.store.db import connect_readonly
 from neusym.store.versions import current_version
 
-from .service_support import LiveServer
+from .service_support import LiveServer, ScriptedAgentLLM, wait_for
 
 LONGEVAL = "LongEval: Guidelines for Human Evaluation of Faithfulness in Long-form Summarization"
 TOOLS = {"retrieve_from_database", "retrieve_from_vectorstore", "calculate_expr", "view_image", "search_papers",
@@ -47,12 +48,12 @@ def longeval(db) -> str:
     return db.execute("SELECT paper_id::VARCHAR FROM metadata WHERE title = ?", [LONGEVAL]).fetchone()[0]
 
 
-def stdio_connect(settings):
+def stdio_connect(settings, llm_url: str = NO_LLM):
     from mcp import StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     env = {**os.environ, "NEUSYM_HOME": str(settings.home), "NEUSYM_PDF_DIRS": json.dumps([str(p) for p in settings.pdf_dirs]),
-           "NEUSYM_LLM_BASE_URL": NO_LLM, "NEUSYM_LLM_MODEL": "none"}
+           "NEUSYM_LLM_BASE_URL": llm_url, "NEUSYM_LLM_MODEL": "scripted"}
     command = Path(sys.executable).with_name("neusym")
     return lambda: stdio_client(StdioServerParameters(command=str(command), args=["mcp"], env=env))
 
@@ -209,6 +210,54 @@ def test_ask_runs_the_router_and_returns_citations(request, transport, db, longe
     assert str(data["answer"]) == str(n_tables) and data["route"] and data["verification"]["status"]
     assert data["citations"] and all(c["paper_id"] == longeval and c["title"] == LONGEVAL for c in data["citations"])
     assert text_of(r).startswith(f"Answer: {n_tables}") and "[1] " + LONGEVAL in text_of(r)
+
+
+def long_run(pid: str, turns: int = 20) -> list[dict]:
+    """Agent turns that never answer: a different SQL query each turn (no repeat ban)."""
+    return [{"thought": f"look again ({i})", "action": {"action_type": "RetrieveFromDatabase", "parameters": {
+        "sql": f"SELECT page_number FROM pages WHERE ref_paper_id = '{pid}' AND page_number > {i}"}}}
+            for i in range(turns)]
+
+
+def test_a_cancelled_ask_stops_its_agent_run(corpus_settings, longeval):
+    """The client gives up on an ``ask`` (the SDK sends notifications/cancelled): the run stops at
+    its next step instead of using the LLM for the 20 turns it was scripted for."""
+    question = "Count the pages of LongEval again and again."
+    with ScriptedAgentLLM({question: long_run(longeval)}, delay_s=0.4) as llm:
+        with McpClient(stdio_connect(corpus_settings, llm.base_url)) as client:
+            with pytest.raises(Exception):
+                client._request(lambda s: s.call_tool("ask", {"question": question, "paper_ids": [longeval],
+                                                              "method": "neusym"}, read_timeout_seconds=2.0))
+            asked = wait_for(lambda: len(llm.requests) or None, 10, "the run to start")
+            time.sleep(2.0)
+            settled = len(llm.requests)
+            time.sleep(2.0)
+            assert len(llm.requests) == settled and settled <= asked + 6, (asked, settled)
+            ok = client.call_tool("calculate_expr", {"expr": "2 ** 10"})  # and the server keeps serving
+            assert ok.structured_content["value"] == 1024
+
+
+def test_an_http_client_that_goes_away_stops_its_ask(corpus_settings, longeval):
+    """Over HTTP a client that closes its connection (here: a read timeout) cancels its request and
+    the agent run behind it; the server keeps answering."""
+    question = "Count the pages of LongEval once more, over HTTP."
+    with ScriptedAgentLLM({question: long_run(longeval)}, delay_s=0.4) as llm:
+        settings = corpus_settings.model_copy(update={"llm_base_url": llm.base_url, "llm_model": "scripted"})
+        with LiveServer(create_app(settings)) as live:
+            headers = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "ask", "arguments": {
+                "question": question, "paper_ids": [longeval], "method": "neusym"}}}
+            with pytest.raises(httpx.ReadTimeout):
+                httpx.post(f"{live.url}/mcp", json=call, headers=headers, timeout=2.0)
+            asked = wait_for(lambda: len(llm.requests) or None, 10, "the run to start")
+            time.sleep(1.5)
+            settled = len(llm.requests)
+            time.sleep(2.0)
+            assert len(llm.requests) == settled and settled <= asked + 5, (asked, settled)
+            ok = httpx.post(f"{live.url}/mcp", headers=headers, timeout=30, json={
+                "jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                "params": {"name": "calculate_expr", "arguments": {"expr": "1 + 2"}}})
+            assert ok.status_code == 200 and ok.json()["result"]["structuredContent"]["value"] == 3
 
 
 # ------------------------------------------------------------------------------------ bad input

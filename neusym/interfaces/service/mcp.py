@@ -212,8 +212,10 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
                                             max_length=64)] = None,
     ) -> CallToolResult:
         cancel = threading.Event()
+        run = asyncio.ensure_future(call("ask", lambda: tools.ask(question, paper_ids, method, cancel=cancel)))
+        run.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when nobody waits
         try:
-            return await call("ask", lambda: tools.ask(question, paper_ids, method, cancel=cancel))
+            return await asyncio.shield(run)  # a cancelled request does not wait for the thread to finish
         finally:
             cancel.set()  # the client cancelled or went away: the run stops at its next token, query or step
 
@@ -388,7 +390,31 @@ class McpEndpoint:
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         await self._ensure_started()
-        await self.manager.handle_request(scope, receive, send)
+        body_read = asyncio.Event()
+
+        async def tracked_receive() -> dict:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body"):
+                body_read.set()
+            return message
+
+        handler = asyncio.ensure_future(self.manager.handle_request(scope, tracked_receive, send))
+
+        async def watch() -> None:  # a client that goes away cancels its request (an ask stops its run)
+            await body_read.wait()
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            handler.cancel()
+
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await handler
+        except asyncio.CancelledError:
+            if not handler.cancelled() or not watcher.done():
+                raise  # the server is shutting down, not a client that left
+            logger.info("MCP client went away; its request is cancelled")
+        finally:
+            watcher.cancel()
 
 
 __all__ = ["McpEndpoint", "TOOL_OF_ACTION", "agent_prompt", "build_server", "run_stdio"]
