@@ -61,19 +61,47 @@ class McpClient:
                         if item is None:
                             return
                         make, future = item
-                        try:
-                            future.set_result(await make(session))
-                        except Exception as exc:  # noqa: BLE001 - handed to the caller
-                            future.set_exception(exc)
+                        if not future.cancelled():
+                            self._start(make(session), future)
         except BaseException as exc:
             if not self._ready.done():
                 self._ready.set_exception(exc)
             raise
 
-    def _request(self, make: Callable[[Any], Any]) -> Any:
+    def _start(self, coroutine: Any, future: concurrent.futures.Future) -> None:
+        """Run one request as a task of the session's loop; cancelling ``future`` cancels the task (the
+        SDK then tells the server with ``notifications/cancelled``)."""
+        task = asyncio.ensure_future(coroutine)
+
+        def settle(t: asyncio.Task) -> None:
+            try:
+                if t.cancelled():
+                    future.cancel()
+                elif t.exception() is not None:
+                    future.set_exception(t.exception())
+                else:
+                    future.set_result(t.result())
+            except concurrent.futures.InvalidStateError:  # the caller cancelled it meanwhile
+                pass
+
+        task.add_done_callback(lambda t: None if future.done() else settle(t))
+        future.add_done_callback(lambda f: f.cancelled() and self._loop.call_soon_threadsafe(task.cancel))
+
+    def submit(self, make: Callable[[Any], Any]) -> concurrent.futures.Future:
+        """Send one request without waiting: ``make(session)`` is a coroutine of the SDK's
+        ``ClientSession`` (e.g. ``lambda s: s.call_tool(name, args)``); cancel the returned future to
+        cancel the request."""
         future: concurrent.futures.Future = concurrent.futures.Future()
         self._loop.call_soon_threadsafe(self._queue.put_nowait, (make, future))
-        return future.result(timeout=self.timeout_s)
+        return future
+
+    def _request(self, make: Callable[[Any], Any]) -> Any:
+        future = self.submit(make)
+        try:
+            return future.result(timeout=self.timeout_s)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise
 
     def call_tool(self, name: str, arguments: dict) -> Any:
         """One ``tools/call``; returns the SDK's ``CallToolResult`` (``is_error`` for tool errors)."""
