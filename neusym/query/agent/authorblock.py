@@ -1,10 +1,8 @@
-"""Who is affiliated where, and who contributed equally, read from the author block on page 1.
+"""Who is affiliated where, read from the author block on page 1.
 
 A paper's first page prints its authors with footnote marks ("Ali Modarressi1,2⋆ Mohsen Fayyaz3⋆",
 "Kyle Loα∗ Zejiang Shenα,τ∗"), then the affiliations, each after its mark ("3 University of Tehran,
-Iran", "♢University of Washington"), and a footnote naming the equal-contribution mark ("⋆ Equal
-contribution.", "∗denotes equal contribution") or the authors in words ("The first two authors
-contributed equally."). The functions here take the page text (``pages.page_content`` of page 1)
+Iran", "♢University of Washington"). The functions here take the page text (``pages.page_content`` of page 1)
 and the author list (``metadata.authors``) and answer by matching marks, so "Which authors are
 affiliated with the University of Tehran?" needs no model. Every function returns None when the
 block cannot be read unambiguously (an author's name is not on the page, the organisation is not
@@ -21,10 +19,6 @@ MARK_CHARS = "0-9∗*⋆†‡§¶♢♠♡♣♥♦#‖⋄◇○•" + "α-ω"
 _MARK_RUN = re.compile(rf"[{MARK_CHARS}](?:\s?,\s?[{MARK_CHARS}]|[{MARK_CHARS}])*")
 _ENTRY_START = re.compile(rf"(?:(?<=^)|(?<=\s)|(?<=,))([{MARK_CHARS}]+)\s*(?=[A-Z])", re.M)
 _ABSTRACT = re.compile(r"\n\s*(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
-_EQUAL_NOTE = re.compile(r"equal(?:ly)?\s+contribut\w*|contributed\s+equally|joint\s+first\s+authors?|"
-                         r"co-?first\s+authors?", re.I)
-_FIRST_N = re.compile(r"\bfirst\s+(two|three|four|five|2|3|4|5)\s+authors\b", re.I)
-_NUMBER_WORDS = {"two": 2, "three": 3, "four": 4, "five": 5}
 
 
 @dataclass
@@ -98,35 +92,4 @@ def affiliated_authors(page_text: str, authors: list[str], org: str) -> tuple[li
     return chosen, entry_text
 
 
-def equal_contribution_authors(page_text: str, authors: list[str]) -> tuple[list[str], str] | None:
-    """The authors page 1 marks as contributing equally, and the footnote that says so: the mark that
-    starts the footnote ("⋆ Equal contribution.", "∗denotes equal contribution") matched against the
-    authors' marks, or "the first two authors contributed equally" read as words. None when page 1
-    has no such footnote or no author carries its mark."""
-    text = page_text or ""
-    block: AuthorBlock | None = None
-    for note in _EQUAL_NOTE.finditer(text):
-        line_start = text.rfind("\n", 0, note.start()) + 1
-        line_end = text.find("\n", note.end())
-        line = text[line_start:line_end if line_end >= 0 else len(text)].strip()
-        sentence_start = max(text.rfind(".", 0, note.start()), text.rfind("\n\n", 0, note.start())) + 1
-        sentence = " ".join(text[sentence_start:note.end()].split())
-        first = _FIRST_N.search(sentence)
-        if first:
-            n = _NUMBER_WORDS.get(first.group(1).lower()) or int(first.group(1))
-            if n <= len(authors):
-                return authors[:n], sentence + "."
-        mark = re.match(rf"\s*([{MARK_CHARS.replace('0-9', '')}]+)", line)
-        if mark is None:
-            continue
-        block = block or read_block(text, authors)  # read once, for the first footnote with a mark
-        if block is None:
-            return None
-        wanted = _split_marks(mark.group(1))
-        chosen = [a for a in authors if block.marks[a] & wanted]
-        if chosen:
-            return chosen, line
-    return None
-
-
-__all__ = ["AuthorBlock", "MARK_CHARS", "affiliated_authors", "equal_contribution_authors", "read_block"]
+__all__ = ["AuthorBlock", "MARK_CHARS", "affiliated_authors", "read_block"]

@@ -2,9 +2,8 @@
 
 Each rule is a :class:`Cue`: a regular expression with a ``name``, a ``family`` (what it decides:
 ``routing``, ``search_scope``, ``author_block``, ``computation``, ``intent_count``,
-``intent_authors``, ``intent_publication``, ``intent_title``, ``intent_guard``,
-``intent_shared_authors``, ``intent_affiliation``, ``missing_title``, ``table_operation``,
-``answer_format``), what it ``reads`` (``question`` or ``answer_format``), its ``rationale`` and
+``intent_authors``, ``intent_publication``, ``intent_guard``, ``intent_affiliation``, ``missing_title``,
+``table_operation``, ``answer_format``), what it ``reads`` (``question`` or ``answer_format``), its ``rationale`` and
 examples it must match and must not match (``tests/test_cues.py`` checks every one). The modules
 that use a cue import it from here; nothing else in the agent reads question wording with a regular
 expression of its own.
@@ -337,31 +336,8 @@ VENUE_YEAR_PAIR = cue(
     examples=['In which year and venue was it published?'],
     counterexamples=['In which venue was it published?'])
 
-PROCEEDINGS_PAGES = cue(
-    "proceedings_pages", "intent_publication", "question",
-    r"\b(?:which|what)\s+pages\s+(?:of|in)\s+the\s+proceedings\b|\bproceedings\s+pages\b(?!\s+(?:is|are)\b)|"
-    r"\bproceedings\s+page\b[^?.]{0,40}\b(?:start|begin|appear)s?\b|\bpage\s+range\b",
-    re.I,
-    rationale="Where in the proceedings the paper is printed (not a page of its PDF): the bibtex or page 1's proceedings footer.",
-    examples=['On which pages of the proceedings does it appear?', 'What is its page range?'],
-    counterexamples=['On which proceedings page is the highlighted sentence printed?'])
 
-FIRST_PAGE = cue(
-    "first_page", "intent_publication", "question",
-    r"\b(?:start|begin)s?\b|\bfirst\s+page\b",
-    re.I,
-    rationale='"starts" / "first page": only the first page of the proceedings range.',
-    examples=['On which proceedings page does each paper start?'],
-    counterexamples=['On which pages does it appear?'])
 
-VENUE_YEAR_ONE_STRING = cue(
-    "venue_year_one_string", "intent_publication", "question",
-    r"\babbreviation\s+and\s+year\b|\b(?:conference|venue)\s+and\s+year\s+as\s+(?:one|a\s+single)"
-                         r"\s+string\b",
-    re.I,
-    rationale='Venue and year asked as one string ("abbreviation and year").',
-    examples=['At which conference (abbreviation and year) was it published?'],
-    counterexamples=['At which conference was it published?'])
 
 FORMAT_VENUE_YEAR = cue(
     "format_venue_year", "intent_publication", "answer_format",
@@ -371,13 +347,6 @@ FORMAT_VENUE_YEAR = cue(
     examples=["Your answer should be a string, such as 'ACL 2020'."],
     counterexamples=['Your answer should be a string.'])
 
-TITLE = cue(
-    "title", "intent_title", "question",
-    r"\b(?:what\s+is|what's|give|state)\s+(?:the\s+)?(?:full\s+|exact\s+|complete\s+)?title\b",
-    re.I,
-    rationale='"What is the title of ...": the title from metadata.',
-    examples=['What is the full title of the paper?'],
-    counterexamples=['What is the main idea of the paper?'])
 
 UNCOVERED = cue(
     "uncovered", "intent_guard", "question",
@@ -396,16 +365,6 @@ AND_ASKS = cue(
     examples=['What is the title, and on which page is Table 2?'],
     counterexamples=['What is the title of the paper?'])
 
-SHARED_AUTHORS = cue(
-    "shared_authors", "intent_shared_authors", "question",
-    r"^\s*(?:which|name|list)\s+(?:the\s+|all\s+)?(?:\w+\s+)?authors?\b[^?]{0,100}?\b(?:on|of|in)\s+both\b|"
-    r"^\s*who\b[^?]{0,60}?\b(?:wrote|authored|co-?authored|is\s+an\s+author\s+of|are\s+authors\s+of)\s+both\b|"
-    r"\bauthors?\b[^?]{0,80}?\b(?:is\s+also\s+an?\s+author|are\s+also\s+(?:the\s+)?authors)\b|"
-    r"\bauthors?\b[^?]{0,60}?\bin\s+common\b|\bauthors?\s+shared\s+by\b|\b(?:common|shared)\s+authors?\b",
-    re.I,
-    rationale='Who wrote both papers: the intersection of two author lists.',
-    examples=['Which authors appear on both the SPECTER paper and the LongEval paper?', 'Which author of LongEval is also an author of SPECTER?'],
-    counterexamples=['Who are the authors of SPECTER?'])
 
 AFFILIATED = cue(
     "affiliated", "intent_affiliation", "question",
@@ -416,14 +375,6 @@ AFFILIATED = cue(
     examples=['Which authors of DecompX are affiliated with the University of Tehran?'],
     counterexamples=['Which authors of DecompX contributed equally?'])
 
-EQUAL_CONTRIBUTION = cue(
-    "equal_contribution", "intent_affiliation", "question",
-    r"^\s*(?:which|who|name|list)\b[^?]{0,160}?(?:\bequal(?:ly)?\s+contribut\w*|\bcontribut\w*\s+equally|"
-    r"\bjoint\s+first\s+authors?|\bco-?first\s+authors?)[^?]{0,40}\??\s*$",
-    re.I,
-    rationale="Which authors contributed equally: the author block's equal-contribution note.",
-    examples=['Which SPECTER authors contributed equally?'],
-    counterexamples=['Who are the SPECTER authors?'])
 
 AUTHORS_WORD = cue(
     "authors_word", "intent_affiliation", "question",
@@ -433,13 +384,6 @@ AUTHORS_WORD = cue(
     examples=['Which authors are at Google?'],
     counterexamples=['Which models are at the top?'])
 
-EQUAL_WORDS = cue(
-    "equal_words", "intent_affiliation", "question",
-    r"equal(?:ly)?\s+contribut\w*|contribut\w*\s+equally",
-    re.I,
-    rationale='The equal-contribution words themselves, removed before looking for what else the question asks.',
-    examples=['contributed equally'],
-    counterexamples=['contributed most'])
 
 QUOTED_TITLE = cue(
     "quoted_title", "missing_title", "question",
@@ -599,18 +543,11 @@ __all__ = ["CUES", "Cue", "ELEMENT_WORDS", "VENUES", "cue", "families", "familie
            "VENUE",
            "YEAR",
            "VENUE_YEAR_PAIR",
-           "PROCEEDINGS_PAGES",
-           "FIRST_PAGE",
-           "VENUE_YEAR_ONE_STRING",
            "FORMAT_VENUE_YEAR",
-           "TITLE",
            "UNCOVERED",
            "AND_ASKS",
-           "SHARED_AUTHORS",
            "AFFILIATED",
-           "EQUAL_CONTRIBUTION",
            "AUTHORS_WORD",
-           "EQUAL_WORDS",
            "QUOTED_TITLE",
            "TABLE_OPERATION",
            "GAP_WORDS",

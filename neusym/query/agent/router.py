@@ -45,7 +45,6 @@ from neusym.query.agent.symbolic import (
     Intent,
     answer_intent,
     answer_publication_many,
-    answer_shared_authors,
     paper_catalog,
     parse_intent,
     render_answer,
@@ -193,19 +192,15 @@ class SymbolicRoute:
         intent, n = facts.intent, len(facts.papers)
         if intent is None:
             return None
-        if intent.kind == "shared_authors" and n >= 2:
-            return "authors shared by the papers"
         if intent.kind == "publication" and n >= 2:
-            return "venue / pages of each paper"
-        if intent.kind != "shared_authors" and n == 1 and not facts.features["compare_cue"]:
+            return "venue / year of each paper"
+        if n == 1 and not facts.features["compare_cue"]:
             return f"metadata/aggregate intent '{intent.kind}' about one paper"
         return None
 
     def answer(self, facts: Facts, decision: RouteDecision, run: Run) -> AgentResult | None:
         intent, env, result = decision.intent, run.env, run.result
-        if intent.kind == "shared_authors":
-            sym = answer_shared_authors(decision.papers, env, facts.answer_format)
-        elif len(decision.papers) >= 2:
+        if len(decision.papers) >= 2:
             sym = answer_publication_many(intent, decision.papers, env, facts.answer_format)
         else:
             sym = answer_intent(intent, decision.papers[0], env, facts.answer_format)
@@ -214,9 +209,7 @@ class SymbolicRoute:
         run.add_step(Step(thought=sym.explanation, action="RetrieveFromDatabase",
                           arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
         result.answer = sym.answer
-        result.verification = (verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
-                               if sym.known else Verification("unverifiable", [Check(
-                                   "not in the corpus", "sql", None, sym.explanation)]).to_dict())
+        result.verification = verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
         result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
         return result
 

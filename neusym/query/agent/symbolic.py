@@ -31,36 +31,26 @@ from neusym.query.agent.cues import (
     AUTHOR_POSITION as _AUTHOR_POS,
     COUNT as _COUNT,
     ELEMENT_WORDS,
-    EQUAL_CONTRIBUTION as _EQUAL_CONTRIBUTION,
-    EQUAL_WORDS as _EQUAL_WORDS,
-    FIRST_PAGE as _FIRST_PAGE,
     FORMAT_VENUE_YEAR as _FORMAT_VENUE_YEAR,
     IN_SECTION as _IN_SECTION,
     NUMBER_OF as _NUMBER_OF,
-    PROCEEDINGS_PAGES as _PROCEEDINGS_PAGES,
     QUOTED_TITLE as _QUOTED_TITLE,
-    SHARED_AUTHORS as _SHARED_AUTHORS,
-    TITLE as _TITLE,
     UNCOVERED as _UNCOVERED,
     VENUE as _VENUE,
-    VENUE_YEAR_ONE_STRING as _VENUE_YEAR,
     VENUE_YEAR_PAIR as _PAIR,
     YEAR as _YEAR,
 )
 
-_BIBTEX_PAGES = re.compile(r"\bpages\s*=\s*[{\"]\s*(\d+)\s*[-–—]+\s*(\d+)\s*[}\"]", re.I)
-_FOOTER_PAGES = re.compile(r"\bpages\s+(\d+)\s*[-–—]+\s*(\d+)\b")
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
 
 
 @dataclass
 class Intent:
     """A recognised symbolic question: ``kind`` (count, authors, author, authors_count, publication,
-    title, shared_authors, affiliated, equal_contribution, missing_paper) and its parameters (``element``,
-    ``section``, ``position``, ``org`` — the organisation an ``affiliated`` question names —, ``missing`` —
-    the quoted title a ``missing_paper`` question names, ``fields`` — of a ``publication`` question, among
-    venue, year, venue_year, pages, first_page —, ``same`` — the question says several papers share
-    the venue); ``elements`` when one
+    affiliated, missing_paper) and its parameters (``element``, ``section``, ``position``, ``org`` — the
+    organisation an ``affiliated`` question names —, ``missing`` — the quoted title a ``missing_paper``
+    question names, ``fields`` — of a ``publication`` question, among venue, year, venue_year —,
+    ``same`` — the question says several papers share the venue); ``elements`` when one
     question counts several kinds ("how many figures and how many tables"), in the order asked."""
 
     kind: str
@@ -78,15 +68,12 @@ class Intent:
 @dataclass
 class SymbolicAnswer:
     """The typed ``answer``, its ``explanation`` (what was counted or read), the ``sql`` that ran and
-    the ``cells`` it read (dicts with table_name, column_name, primary_key, text). ``known`` is False
-    when the answer says the corpus does not hold the fact (no proceedings pages printed anywhere):
-    the caller marks it unverifiable rather than letting a model guess."""
+    the ``cells`` it read (dicts with table_name, column_name, primary_key, text)."""
 
     answer: Any
     explanation: str
     sql: list[str]
     cells: list[dict]
-    known: bool = True
 
 
 def parse_intent(question: str) -> Intent | None:
@@ -97,13 +84,8 @@ def parse_intent(question: str) -> Intent | None:
     if affiliated and _AUTHORS_WORD.search(q) and not re.search(r"\band\s+(?:what|which|how|who|where|when)\b",
                                                                 affiliated.group("org"), re.I):
         return Intent("affiliated", org=affiliated.group("org").strip().rstrip(".").strip())
-    if _EQUAL_CONTRIBUTION.search(q) and _AUTHORS_WORD.search(q) and not _UNCOVERED.search(
-            _EQUAL_WORDS.sub(" ", q)):
-        return Intent("equal_contribution")
     if _UNCOVERED.search(q):
         return None
-    if _SHARED_AUTHORS.search(q):
-        return Intent("shared_authors")
     m = _COUNT.search(q) or _NUMBER_OF.search(q)
     if m:
         element = ELEMENT_WORDS[m.group(1).lower()]
@@ -132,24 +114,16 @@ def parse_intent(question: str) -> Intent | None:
         return Intent("author", position=_ORDINALS[pos.group(1).lower()])
     if _AUTHORS.search(q):
         return Intent("authors")
-    pages = _PROCEEDINGS_PAGES.search(q)
-    page_field = ("first_page" if _FIRST_PAGE.search(q) else "pages") if pages else None
     pair = _PAIR.search(q)
     if pair and re.search(r"\b(which|what|when|where|give|state|name)\b", q, re.I):
         fields = ["year" if w.lower() == "year" else "venue" for w in pair.groups()]
         if len(set(fields)) == 2:
-            return Intent("publication", fields=fields + ([page_field] if page_field else []))
+            return Intent("publication", fields=fields)
     venue, year = bool(_VENUE.search(q)), bool(_YEAR.search(q))
-    if venue or year or pages:
-        found = [("venue", venue, _pos(_VENUE, q)), ("year", year, _pos(_YEAR, q)),
-                 (page_field, bool(pages), pages.start() if pages else -1)]
+    if venue or year:
+        found = [("venue", venue, _pos(_VENUE, q)), ("year", year, _pos(_YEAR, q))]
         fields = [f for f, on, at in sorted(found, key=lambda x: x[2]) if on]
-        if _VENUE_YEAR.search(q) and "venue" in fields:
-            fields = _as_venue_year(fields)
         return Intent("publication", fields=fields, same=bool(re.search(r"\bsame\b", q, re.I)))
-    title = _TITLE.search(q)
-    if title and not _AND_ASKS.search(q, title.end()):  # "the title, and on which page ...": half an answer
-        return Intent("title")
     return None
 
 
@@ -351,88 +325,36 @@ def answer_intent(intent: Intent, paper: tuple[str, str], env: Any, answer_forma
         return SymbolicAnswer(authors, f"The authors of {title} are {', '.join(authors)}.", [sql], [cell])
     if intent.kind == "publication":
         return _answer_publication(intent, paper, env, answer_format)
-    if intent.kind in ("affiliated", "equal_contribution"):
+    if intent.kind == "affiliated":
         return _answer_author_marks(intent, paper, env, answer_format)
-    if intent.kind == "title":
-        return SymbolicAnswer(title, f"The title is \"{title}\".", ["SELECT title FROM metadata WHERE paper_id = ?"],
-                              [meta_cell])
     return None
 
 
-def proceedings_pages(env: Any, paper_id: str) -> tuple[int, int, dict] | None:
-    """(first page, last page, cell) of the paper in its printed proceedings: the ``pages`` field of
-    ``metadata.bibtex`` (set by the ACL Anthology crawl, "2270--2282"), else the "pages 2270–2282" of
-    the proceedings footer on page 1 of the PDF (``pages.page_content``). None when neither says."""
-    rows = env.query("SELECT bibtex FROM metadata WHERE paper_id = ?", [paper_id])
-    m = _BIBTEX_PAGES.search(rows[0][0] or "") if rows else None
-    if m:
-        return int(m.group(1)), int(m.group(2)), {"table_name": "metadata", "column_name": "bibtex",
-                                                  "primary_key": paper_id, "text": m.group(0)}
-    page = env.query("SELECT page_id::VARCHAR, page_content FROM pages WHERE ref_paper_id = ? AND page_number = 1",
-                     [paper_id])
-    if not page:
-        return None
-    page_id, text = page[0]
-    m = _FOOTER_PAGES.search(" ".join((text or "").split()))
-    if not m or int(m.group(2)) < int(m.group(1)):
-        return None
-    return int(m.group(1)), int(m.group(2)), {"table_name": "pages", "column_name": "page_content",
-                                              "primary_key": page_id, "page_number": 1, "text": m.group(0)}
-
-
-_PAGE_FIELDS = {"pages", "first_page"}
-_PAGES_SQL = "SELECT bibtex FROM metadata WHERE paper_id = ? ; SELECT page_content FROM pages WHERE ref_paper_id = ? AND page_number = 1"
-
-
-def _publication_values(env: Any, paper_id: str, fields: list[str],
-                        pages: tuple[int, int, dict] | None = None) -> tuple[dict, list[dict], list[str]] | None:
-    """The values of ``fields`` (venue, year, venue_year, pages, first_page) for one paper, the cells
-    read and the SQL that ran; None when one of them is unknown. ``pages``: the paper's
-    :func:`proceedings_pages` when the caller has read them already."""
+def _publication_values(env: Any, paper_id: str, fields: list[str]) -> tuple[dict, list[dict], list[str]] | None:
+    """The values of ``fields`` (venue, year, venue_year) for one paper, the cells read and the SQL
+    that ran; None when one of them is unknown."""
     sql = "SELECT conference_abbreviation, conference_full, pub_year, title FROM metadata WHERE paper_id = ?"
     abbr, full, year, title = env.query(sql, [paper_id])[0]
     values: dict[str, Any] = {"venue": abbr or full, "year": int(year) if year is not None else None,
                               "venue_year": f"{abbr} {year}" if abbr and year else None}
     cells = [{"table_name": "metadata", "column_name": "title", "primary_key": paper_id, "text": title}]
     sqls = [sql]
-    if _PAGE_FIELDS & set(fields):
-        found = pages or proceedings_pages(env, paper_id)
-        if found is None:
-            return None
-        first, last, cell = found
-        values["pages"], values["first_page"] = [first, last], first
-        cells.append(cell)
-        sqls.append(_PAGES_SQL)
     if any(values[f] is None for f in fields):
         return None
     return values, cells, sqls
 
 
 def _describe(title: str, values: dict, fields: list[str]) -> str:
-    parts = []
-    if {"venue", "year", "venue_year"} & set(fields):
-        parts.append(f"was published at {values['venue_year'] or values['venue']}")
-    if "pages" in fields or "first_page" in fields:
-        first, last = values["pages"]
-        parts.append(f"is printed on pages {first}–{last} of the proceedings")
-    return f"{title} " + " and ".join(parts) + "."
+    return f"{title} was published at {values['venue_year'] or values['venue']}."
 
 
 def _answer_publication(intent: Intent, paper: tuple[str, str], env: Any,
                         answer_format: str | None) -> SymbolicAnswer | None:
-    """Venue, year and proceedings pages of one paper, in the order the question asks for them;
-    venue and year as one string ("EACL 2023") when the question or format asks for that."""
+    """Venue and year of one paper, in the order the question asks for them; venue and year as one
+    string ("EACL 2023") when the answer format asks for that."""
     pid, title = paper
     fields = _venue_year_fields(intent.fields, answer_format)
-    pages = proceedings_pages(env, pid) if _PAGE_FIELDS & set(fields) else None
-    if _PAGE_FIELDS & set(fields) and pages is None:
-        # the model, asked instead, answered with PDF page numbers ("pages 2 and 3") that verify as quoted
-        told = (f"The proceedings pages of '{title}' are not known: its metadata has no page range and page 1 of "
-                "its PDF prints no proceedings footer.")
-        return SymbolicAnswer(told, told, [_PAGES_SQL],
-                              [{"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": title}],
-                              known=False)
-    got = _publication_values(env, pid, fields, pages)
+    got = _publication_values(env, pid, fields)
     if got is None:
         return None
     values, cells, sqls = got
@@ -453,11 +375,9 @@ def _venue_year_fields(fields: list[str], answer_format: str | None) -> list[str
 
 def answer_publication_many(intent: Intent, papers: list[tuple[str, str]], env: Any,
                             answer_format: str | None = None) -> SymbolicAnswer | None:
-    """Venue / year / proceedings pages of two or more papers. When every paper has the same value
-    of a venue field it is given once, first ("SPECTER and S2ORC were published in the same
-    proceedings: which conference, and on which page does each start?" -> ["ACL 2020", 2270, 4969]);
-    the other fields follow paper by paper in the order the papers were named. None when a value
-    is unknown for one paper."""
+    """Venue / year of two or more papers. When the question says they share it ("the same") and every
+    paper has the same value of a field, it is given once, first; the other fields follow paper by
+    paper in the order the papers were named. None when a value is unknown for one paper."""
     fields = _venue_year_fields(intent.fields, answer_format)
     per_paper = []
     cells: list[dict] = []
@@ -485,12 +405,12 @@ def answer_publication_many(intent: Intent, papers: list[tuple[str, str]], env: 
 
 def _answer_author_marks(intent: Intent, paper: tuple[str, str], env: Any,
                          answer_format: str | None) -> SymbolicAnswer | None:
-    """Authors affiliated with ``intent.org`` / marked as contributing equally, read from the marks of
-    page 1's author block (:mod:`neusym.query.agent.authorblock`) for the names in ``metadata.authors``.
+    """Authors affiliated with ``intent.org``, read from the marks of page 1's author block
+    (:mod:`neusym.query.agent.authorblock`) for the names in ``metadata.authors``.
     An integer when the format asks for one (how many), one name when it asks for a string and one
     author qualifies, else the list. None when the block cannot be read unambiguously."""
     from neusym.query.agent.answer_format import shape_of
-    from neusym.query.agent.authorblock import affiliated_authors, equal_contribution_authors
+    from neusym.query.agent.authorblock import affiliated_authors
 
     pid, title = paper
     sql_authors = "SELECT authors FROM metadata WHERE paper_id = ?"
@@ -500,14 +420,11 @@ def _answer_author_marks(intent: Intent, paper: tuple[str, str], env: Any,
     if not authors or not authors[0][0] or not page:
         return None
     names, (page_id, text) = list(authors[0][0]), page[0]
-    found = (affiliated_authors(text or "", names, intent.org or "") if intent.kind == "affiliated"
-             else equal_contribution_authors(text or "", names))
+    found = affiliated_authors(text or "", names, intent.org or "")
     if found is None:
         return None
     chosen, printed = found
-    what = (f"affiliated with '{printed}'" if intent.kind == "affiliated"
-            else f"marked as contributing equally ('{printed}')")
-    explanation = f"Page 1 of {title}: {', '.join(chosen)} (by the marks after their names) {what}."
+    explanation = f"Page 1 of {title}: {', '.join(chosen)} (by the marks after their names) affiliated with '{printed}'."
     shape = shape_of(answer_format).kind
     answer: Any = chosen
     if shape == "int":
@@ -520,41 +437,6 @@ def _answer_author_marks(intent: Intent, paper: tuple[str, str], env: Any,
     return SymbolicAnswer(answer, explanation, [sql_authors, sql_page], cells)
 
 
-def _name_key(name: str) -> str:
-    """An author name for matching across papers: accents, case, initials and punctuation dropped
-    ("Daniel S. Weld" and "Daniel Weld" match)."""
-    words = _norm(name).split()
-    return " ".join(w for w in words if len(w) > 1)
-
-
-def answer_shared_authors(papers: list[tuple[str, str]], env: Any, answer_format: str | None = None) -> SymbolicAnswer | None:
-    """The authors ``metadata.authors`` lists on every one of ``papers`` (at least two), as printed on
-    the first paper, in its order; names match without accents, case and initials. A single name
-    when the answer format asks for one string and exactly one author is shared. None with fewer
-    than two papers or a paper without an author list."""
-    from neusym.query.agent.answer_format import shape_of
-
-    if len(papers) < 2:
-        return None
-    sql = "SELECT authors FROM metadata WHERE paper_id = ?"
-    lists = []
-    for pid, _ in papers:
-        rows = env.query(sql, [pid])
-        if not rows or not rows[0][0]:
-            return None
-        lists.append(list(rows[0][0]))
-    keys = [{_name_key(a) for a in authors} for authors in lists[1:]]
-    shared = [a for a in lists[0] if all(_name_key(a) in k for k in keys)]
-    titles = " and ".join(f"'{t}'" for _, t in papers)
-    explanation = (f"Authors on both {titles}: {', '.join(shared) or 'none'} (metadata.authors: "
-                   + "; ".join(f"{t.split(':')[0]}: {', '.join(a)}" for (_, t), a in zip(papers, lists)) + ").")
-    answer: Any = shared
-    if len(shared) == 1 and shape_of(answer_format).kind in ("str", "free") and answer_format:
-        answer = shared[0]
-    cells = [{"table_name": "metadata", "column_name": "title", "primary_key": pid, "text": t} for pid, t in papers]
-    return SymbolicAnswer(answer, explanation, [sql] * len(papers), cells)
-
-
 def render_answer(value: Any) -> str:
     """The text form of a symbolic answer (lists as Python lists, like the agent's answers)."""
     if isinstance(value, (list, tuple)):
@@ -562,6 +444,5 @@ def render_answer(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "answer_publication_many", "answer_shared_authors",
-           "proceedings_pages", "paper_catalog", "parse_intent", "render_answer",
-           "resolve_papers", "unknown_titles"]
+__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "answer_publication_many", "paper_catalog", "parse_intent",
+           "render_answer", "resolve_papers", "unknown_titles"]
