@@ -14,7 +14,7 @@ papers it is about and, only when those leave it open, one constrained LLM call,
   given or named papers (each paper searched on its own): BM25 and dense hits over their chunks,
   table contents and captions, figure captions and OCR text and equations, fused by reciprocal rank (SR-RAG), each chunk labelled with its enclosing section and cut around
   the sentences the question asks about, tables shown whole (caption + rows), figures with their
-  OCR text, page 1's author block for author/affiliation questions; then ONE LLM call with a
+  OCR text; then ONE LLM call with a
   compact prompt, its answer typed by the answer format (:func:`answer_schema`). Extremum, threshold
   and gap (two columns) questions over a retrieved table are computed (:mod:`neusym.query.agent.tableops`:
   the model picks operation and columns, Python computes);
@@ -44,7 +44,6 @@ from neusym.query.agent.symbolic import parse_intent, render_answer
 from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
 from neusym.query.agent.cues import (
     ASSIGNMENT as _ASSIGNMENT,
-    AUTHOR_BLOCK as _AUTHOR_BLOCK,
     COMPARE as _COMPARE,
     ELEMENT_NUMBER_BEFORE as _ELEMENT_NUMBER,
     ENTITY as _ENTITY,
@@ -216,35 +215,6 @@ def _table_the_excerpts_quote(candidates: list[tuple[str, str]], excerpts: list[
         if shared >= 3 and shared > best_shared:
             best, best_shared = key, shared
     return best
-
-
-_AUTHOR_NOTE = re.compile(r"equal(?:ly)?\s+contribut|contributed\s+equally|corresponding\s+author|work\s+(?:was\s+)?done|"
-                          r"first\s+authors|joint\s+first", re.I)
-_ABSTRACT_HEAD = re.compile(r"\n\s*(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
-
-
-def author_block_cells(question: str, papers: list[tuple[str, str]], env: Any) -> list[dict]:
-    """Page-1 cells with the author block of each paper, for questions about authors, affiliations,
-    e-mails or equal contribution (which retrieval over chunks rarely ranks first): the page text
-    before the abstract heading (at most :data:`EVIDENCE_CHARS` characters) and each page-1 line
-    with an author note ("equal contribution", "corresponding author", "work done at ..."), both
-    verbatim from ``pages.page_content``. ``[]`` when the question names none of these."""
-    if not _AUTHOR_BLOCK.search(question or "") or not papers:
-        return []
-    ids = [pid for pid, _ in papers]
-    rows = env.query("SELECT page_id::VARCHAR, ref_paper_id::VARCHAR, page_content FROM pages WHERE page_number = 1 "
-                     f"AND ref_paper_id::VARCHAR IN ({', '.join('?' for _ in ids)})", ids)
-    out = []
-    for page_id, paper_id, content in rows:
-        content = content or ""
-        head = _ABSTRACT_HEAD.split(content, maxsplit=1)[0].strip()[:EVIDENCE_CHARS]
-        base = {"table_name": "pages", "column_name": "page_content", "primary_key": page_id, "page_number": 1,
-                "paper_id": paper_id}
-        if head:
-            out.append(dict(base, text=head))
-        out.extend(dict(base, text=line.strip()) for line in content.splitlines()
-                   if _AUTHOR_NOTE.search(line) and line.strip() not in head)
-    return out
 
 
 def _rows_text(rows: list[list[str]]) -> str:
@@ -529,23 +499,20 @@ def focused_context(question: str, papers: list[tuple[str, str]], route_features
     """What the focused route's reader sees: (the evidence cells, the evidence text of its prompt).
 
     The cells are :func:`focused_evidence` (a table slot when the question may ask for a table
-    operation), page 1's author block first when the question asks about authors' affiliations or
-    notes (:func:`author_block_cells`), each table and figure with its context
-    (:func:`element_contexts`). ``trace``: a list that receives one ``{"view", "collection", "hits"}``
+    operation), each table and figure with its context (:func:`element_contexts`). ``trace``: a list that receives one ``{"view", "collection", "hits"}``
     per retrieval list (``benchmarks/evidence_recall.py`` measures each stage with it)."""
     from neusym.query.agent.tableops import OPERATION_CUE
 
     cells = focused_evidence(question, papers, env, modality=route_features.get("modality", []),
                              ensure_table=bool(OPERATION_CUE.search(question)), trace=trace)
-    cells = author_block_cells(question, papers, env) + cells
     element_contexts(cells, env)
     return cells, "\n".join(_evidence_block(cells, env, question, papers))
 
 
 def answer_focused(question: str, answer_format: str | None, papers: list[tuple[str, str]], route_features: dict,
                    env: Any, llm: Any, result: Any, add_step: Callable) -> Any:
-    """The ``focused`` route: the best excerpts of each of ``papers`` (:func:`focused_evidence`, the
-    author block when asked, table and figure contexts), a table operation when the question asks
+    """The ``focused`` route: the best excerpts of each of ``papers`` (:func:`focused_evidence`, table
+    and figure contexts), a table operation when the question asks
     for one, else one LLM call typed by the answer format, verified, repaired once when a check
     fails, cited."""
     cells, observation = focused_context(question, papers, route_features, env)
@@ -704,6 +671,6 @@ def _count(result: Any, reply: Any) -> None:
     result.cached_tokens += reply.cached_tokens
 
 
-__all__ = ["answer_focused", "answer_paper_search", "focused_context", "answer_schema", "author_block_cells", "element_contexts",
+__all__ = ["answer_focused", "answer_paper_search", "focused_context", "answer_schema", "element_contexts",
            "features", "focused_evidence", "llm_route", "search_filters", "short_title", "table_rows_text",
            "worked_computation"]

@@ -1,7 +1,7 @@
 """Every rule that reads the wording of a question (or of its answer format), in one place.
 
 Each rule is a :class:`Cue`: a regular expression with a ``name``, a ``family`` (what it decides:
-``routing``, ``search_scope``, ``author_block``, ``computation``, ``intent_count``,
+``routing``, ``search_scope``, ``computation``, ``intent_count``,
 ``intent_authors``, ``intent_publication``, ``intent_guard``, ``intent_affiliation``, ``missing_title``,
 ``table_operation``, ``answer_format``), what it ``reads`` (``question`` or ``answer_format``), its ``rationale`` and
 examples it must match and must not match (``tests/test_cues.py`` checks every one). The modules
@@ -212,15 +212,6 @@ YEAR_IN_QUESTION = cue(
     examples=['Which 2021 paper introduced it?'],
     counterexamples=['Which paper introduced it?'])
 
-AUTHOR_BLOCK = cue(
-    "author_block", "author_block", "question",
-    r"\baffiliat\w*|\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal(?:ly)?\s+contribut\w*|"
-                           r"\bcorresponding\s+authors?\b|\bauthors?\b|\binstitut(?:e|es|ion|ions)\b|"
-                           r"\buniversit(?:y|ies)\b",
-    re.I,
-    rationale="The question asks about affiliations, e-mails or equal contribution: page 1's author block is added to the evidence.",
-    examples=['Which author has an e-mail address at cam.ac.uk?', 'Which authors are affiliated with Google?'],
-    counterexamples=['What loss does SPECTER optimize?'])
 
 ELEMENT_NUMBER_BEFORE = cue(
     "element_number_before", "computation", "question",
@@ -529,7 +520,6 @@ __all__ = ["CUES", "Cue", "ELEMENT_WORDS", "VENUES", "cue", "families", "familie
            "ENTITY",
            "VENUE_IN_QUESTION",
            "YEAR_IN_QUESTION",
-           "AUTHOR_BLOCK",
            "ELEMENT_NUMBER_BEFORE",
            "ASSIGNMENT",
            "WORKED_ASK",
