@@ -50,3 +50,16 @@ def ingested(tmp_path_factory):
 def corpus_settings(ingested):
     """Settings of a NEUSYM_HOME holding the ingested sample corpus (DuckDB + local Qdrant)."""
     return ingested[0]
+
+
+@pytest.fixture(scope="module")
+def db(corpus_settings):
+    """A read-only connection to the current version of the sample corpus, with the service's read-only
+    configuration (so it can be open next to a server in this process): expected values straight from
+    the database."""
+    from neusym.store.db import connect_readonly
+    from neusym.store.versions import current_version
+
+    con = connect_readonly(current_version(corpus_settings).db_path)
+    yield con
+    con.close()

@@ -24,7 +24,6 @@ from neusym.interfaces.service.mcp_client import McpClient, McpEnvironment
 from neusym.llm.chat import LLMReply
 from neusym.query.agent.actions import Environment
 from neusym.query.agent.react import run_loop
-from neusym.store.db import connect_readonly
 from neusym.store.versions import current_version
 
 from .service_support import LiveServer, ScriptedAgentLLM, wait_for
@@ -37,13 +36,6 @@ API_KEY = "k-mcp-test-123"
 
 
 # ------------------------------------------------------------------------------------ fixtures
-@pytest.fixture(scope="module")
-def db(corpus_settings):
-    con = connect_readonly(current_version(corpus_settings).db_path)
-    yield con
-    con.close()
-
-
 @pytest.fixture(scope="module")
 def longeval(db) -> str:
     return db.execute("SELECT paper_id::VARCHAR FROM metadata WHERE title = ?", [LONGEVAL]).fetchone()[0]

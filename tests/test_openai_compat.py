@@ -18,7 +18,6 @@ from openai import OpenAI
 
 from neusym.interfaces.service import create_app, openai_compat
 from neusym.interfaces.service.openai_compat import ChatRequestError, answer_parts, chat_question, cited_paper_ids
-from neusym.store.db import connect_readonly
 from neusym.store.versions import current_version
 
 from .service_support import LiveServer, ScriptedAgentLLM, wait_for
@@ -50,13 +49,6 @@ def server(app):
 def client(server):
     with OpenAI(base_url=server.url + "/v1", api_key="no-key-needed", max_retries=0, timeout=120) as c:
         yield c
-
-
-@pytest.fixture(scope="module")
-def db(corpus_settings):
-    con = connect_readonly(current_version(corpus_settings).db_path)
-    yield con
-    con.close()
 
 
 @pytest.fixture(scope="module")

@@ -59,15 +59,6 @@ def client(server):
 
 
 @pytest.fixture(scope="module")
-def db(corpus_settings):
-    """Expected values straight from the current version's database (same read-only configuration
-    as the server, so both can be open in this process)."""
-    con = connect_readonly(current_version(corpus_settings).db_path)
-    yield con
-    con.close()
-
-
-@pytest.fixture(scope="module")
 def ids(db) -> dict[str, str]:
     return {title: pid for pid, title in db.execute("SELECT paper_id::VARCHAR, title FROM metadata").fetchall()}
 

@@ -55,6 +55,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from neusym.errors import BusyError, NeusymError, SQLError, SQLResourceError, SQLTimeoutError, UnsafeSQLError
+from neusym import package_version
 from neusym.settings import Settings, usable_cores
 from neusym.store.versions import NoCorpusVersion
 from neusym.interfaces.service.auth import api_key_dependency, checked_keys, key_is_valid, presented_key
@@ -458,7 +459,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
             await app.state.mcp.aclose()
             state.holder.close()
 
-    neusym_version = _package_version()
+    neusym_version = package_version()
 
     app = FastAPI(
         title="neusym",
@@ -892,30 +893,17 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         its run (checked every 0.25 s)."""
         from neusym.llm.chat import LLMError
 
-        cancel = threading.Event()
-        task = asyncio.ensure_future(anyio.to_thread.run_sync(lambda: run_agent(body, lambda k, d: None, cancel),
-                                                              limiter=state.limiter("ask")))
         try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
-                if done:
-                    break
-                if await request.is_disconnected():
-                    cancel.set()
-                    logger.info("client of POST /ask/json went away; its run is cancelled")
-                    with contextlib.suppress(Exception):
-                        await task
-                    return Response(status_code=499)
-        finally:
-            cancel.set()
-        try:
-            answer = task.result()
+            answer = await state.run_until_disconnect("ask", request,
+                                                      lambda cancel: run_agent(body, lambda k, d: None, cancel))
         except LLMError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=502)
         except (NoCorpusVersion, BusyError, AskTimeout):
             raise
         except NeusymError as exc:
             return JSONResponse({"detail": str(exc)}, status_code=400)
+        if isinstance(answer, Response):  # the client went away (499)
+            return answer
         return JSONResponse(jsonable_encoder(answer))
 
     # -- the MCP server (neusym.interfaces.service.mcp): the corpus as tools for LLM clients ----------
@@ -950,15 +938,6 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
     app.include_router(api)
     use_openai_errors(app)  # errors on /v1 paths in OpenAI's shape
     return app
-
-
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("neusym")
-    except PackageNotFoundError:
-        return "unknown"
 
 
 def _is_uuid(value: str) -> bool:

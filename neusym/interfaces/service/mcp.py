@@ -52,6 +52,7 @@ from pydantic import Field
 
 from neusym.interfaces.service.corpus import VersionHolder
 from neusym.interfaces.service.tools import AskRunner, CorpusTools, ToolInputError, ToolResult
+from neusym import package_version
 from neusym.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -96,7 +97,7 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
 
     tools = CorpusTools(settings, holder, ask=ask)
     blocking = run_blocking or _in_thread
-    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=_package_version(),
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=package_version(),
                        log_level="WARNING")  # the SDK configures the root logger; keep the service's level
     read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                                 open_world_hint=False)
@@ -108,9 +109,8 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
             raise ToolError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - NoCorpusVersion, busy SQL workers, backend failures
             from neusym.errors import NeusymError
-            from neusym.store.versions import NoCorpusVersion
 
-            if isinstance(exc, (NeusymError, NoCorpusVersion)):
+            if isinstance(exc, NeusymError):
                 raise ToolError(f"{type(exc).__name__}: {exc}") from None
             logger.exception("MCP tool call failed")
             raise ToolError(f"internal error ({type(exc).__name__}); the server log has the details") from None
@@ -316,15 +316,6 @@ def _corpus_json(served: Any) -> str:
     manifest = served.version.info.manifest
     return json.dumps({"version": served.number, "papers": served.papers,
                        "published_at": manifest.get("published_at") or manifest.get("created_at")})
-
-
-def _package_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("neusym")
-    except PackageNotFoundError:
-        return "0"
 
 
 # ------------------------------------------------------------------------------------- transports

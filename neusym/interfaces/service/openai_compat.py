@@ -23,7 +23,6 @@ rest of the service keeps ``{"detail": ...}``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import json
 import logging
@@ -56,7 +55,7 @@ MAX_PAPERS = 20
 KEEPALIVE_S = 10.0
 """Seconds between ``: keep-alive`` comment lines of a stream while the agent runs."""
 DISCONNECT_POLL_S = 0.25
-"""How often a non-streamed completion checks whether its client is still there."""
+"""How often a stream checks whether its run has ended (and a keep-alive line is due)."""
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _REFERENCE_LINE = re.compile(rf"^\s*\[\d+\][^\n]*\(paper ({_UUID})\)\s*$", re.MULTILINE)
@@ -429,30 +428,18 @@ def openai_router(state: Any, run_agent: Callable[[AskRequest, Callable[[str, di
                                      headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         from neusym.llm.chat import LLMError
 
-        cancel = threading.Event()
-        task = start(ask, cancel)
         try:
-            while True:
-                done, _ = await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
-                if done:
-                    break
-                if await request.is_disconnected():
-                    cancel.set()
-                    logger.info("client of POST /v1/chat/completions went away; its run is cancelled")
-                    with contextlib.suppress(Exception):
-                        await task
-                    return Response(status_code=499)
-        finally:
-            cancel.set()
-        try:
-            answer = task.result()
+            answer = await state.run_until_disconnect("ask", request,
+                                                      lambda cancel: run_agent(ask, lambda k, d: None, cancel))
         except LLMError as exc:
             return openai_error(502, str(exc), code="llm_error")
         except NeusymError as exc:
             if _has_handler(request, exc):  # busy, time limit, no corpus: answered as everywhere (503)
                 raise
             return openai_error(400, str(exc))
-        if not answer:
+        if isinstance(answer, Response):  # the client went away (499)
+            return answer
+        if not answer:  # the run was cancelled
             return Response(status_code=499)
         head, refs = answer_parts(answer)
         citations, extra = structured_citations(answer, base_url), neusym_block(answer, ask)
