@@ -321,16 +321,18 @@ def dense_model():
     return SentenceTransformer(str(_model_dir()), device="cpu")
 
 
-def _export_onnx_int8(target: Path) -> None:
-    """Export the packaged all-MiniLM-L6-v2 transformer to ONNX and quantize its MatMul weights to
-    int8 per channel (onnxruntime dynamic quantization); written to a temporary name, then renamed."""
+def export_onnx_int8(target: Path, model=None) -> None:
+    """Export a sentence-transformers MiniLM (default: the packaged all-MiniLM-L6-v2; or ``model``,
+    e.g. a corpus-adapted one from :mod:`neusym.ingest.retriever`) to ONNX and quantize its MatMul
+    weights to int8 per channel (onnxruntime dynamic quantization). Written to a temporary name in
+    ``target``'s folder, then renamed: ``target`` is either absent or complete."""
     import logging
     import warnings
 
     import torch
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    model = dense_model()
+    model = model if model is not None else dense_model()
     bert = model[0].auto_model.eval()
 
     class _Hidden(torch.nn.Module):
@@ -368,18 +370,42 @@ def _export_onnx_int8(target: Path) -> None:
         os.replace(int8, target)
 
 
+RETRIEVER_ONNX = "model.int8.onnx"
+RETRIEVER_TOKENIZER = "tokenizer.json"
+RETRIEVER_INFO = "retriever.json"
+"""The files of a corpus-adapted encoder directory (written by :mod:`neusym.ingest.retriever`)."""
+
+
 class DenseEncoder:
     """all-MiniLM-L6-v2 sentence embeddings (mean pooling over word pieces, unit length).
 
     ``backend``: ``"onnx-int8"`` (the ONNX graph at ``models_dir/all-MiniLM-L6-v2.r1.int8.onnx``,
     exported on first use, ~10 s) or ``"torch"`` (sentence-transformers). ``threads``: intra-op
     threads of the batch encoder (0 = the runtime's default). Thread-safe.
+
+    ``retriever_dir``: a corpus-adapted encoder instead of the packaged weights — a directory with
+    :data:`RETRIEVER_ONNX` (int8 graph), :data:`RETRIEVER_TOKENIZER` and :data:`RETRIEVER_INFO`
+    (``{"id": ...}``); it always runs as ``onnx-int8`` and its :attr:`version` is
+    ``"<revision>/retriever-<id>"``. Raises ``FileNotFoundError`` when a file is missing and
+    ``ValueError`` when the info has no id.
     """
 
-    def __init__(self, backend: str, models_dir: Path, threads: int = 0):
+    def __init__(self, backend: str, models_dir: Path, threads: int = 0, *, retriever_dir: Path | None = None):
         encoder_version(backend)  # validates
+        self.retriever_dir = Path(retriever_dir) if retriever_dir is not None else None
+        self.retriever_id: str | None = None
+        if self.retriever_dir is not None:
+            for name in (RETRIEVER_ONNX, RETRIEVER_TOKENIZER, RETRIEVER_INFO):
+                if not (self.retriever_dir / name).is_file():
+                    raise FileNotFoundError(f"corpus-adapted encoder {self.retriever_dir}: {name} is missing")
+            info = json.loads((self.retriever_dir / RETRIEVER_INFO).read_text(encoding="utf-8"))
+            if not isinstance(info, dict) or not str(info.get("id") or "").strip():
+                raise ValueError(f"corpus-adapted encoder {self.retriever_dir}: {RETRIEVER_INFO} has no id")
+            self.retriever_id = str(info["id"])
+            backend = "onnx-int8"
         self.backend = backend
-        self.version = encoder_version(backend)
+        self.version = (f"{ENCODER_REVISION}/retriever-{self.retriever_id}" if self.retriever_id
+                        else encoder_version(backend))
         self.models_dir = Path(models_dir)
         self.threads = threads
         self._lock = threading.Lock()
@@ -394,13 +420,22 @@ class DenseEncoder:
     # -- onnx ---------------------------------------------------------------------------------
     @property
     def onnx_path(self) -> Path:
-        """Where the int8 ONNX export lives (created on first use)."""
+        """Where the int8 ONNX graph lives (the packaged model's export is created on first use)."""
+        if self.retriever_dir is not None:
+            return self.retriever_dir / RETRIEVER_ONNX
         return self.models_dir / f"all-MiniLM-L6-v2.r{ONNX_EXPORT_REVISION}.int8.onnx"
+
+    @property
+    def tokenizer_file(self) -> Path:
+        """The word-piece tokenizer (``tokenizers`` JSON) of this encoder's model."""
+        if self.retriever_dir is not None:
+            return self.retriever_dir / RETRIEVER_TOKENIZER
+        return _model_dir() / "tokenizer.json"
 
     def _ensure_onnx(self) -> Path:
         path = self.onnx_path
-        if not path.is_file():
-            _export_onnx_int8(path)
+        if not path.is_file() and self.retriever_dir is None:
+            export_onnx_int8(path)
             digest = _sha256(path)
             if digest != ONNX_EXPORT_SHA256:
                 import logging
@@ -428,7 +463,7 @@ class DenseEncoder:
         if self._tokenizer is None:
             from tokenizers import Tokenizer
 
-            tok = Tokenizer.from_file(str(_model_dir() / "tokenizer.json"))
+            tok = Tokenizer.from_file(str(self.tokenizer_file))
             tok.enable_truncation(MAX_TOKENS)
             tok.enable_padding(pad_id=0, pad_token="[PAD]")
             self._tokenizer = tok
@@ -486,7 +521,7 @@ class DenseEncoder:
         from tokenizers import Tokenizer
 
         if not hasattr(self, "_free_tok"):
-            tok = Tokenizer.from_file(str(_model_dir() / "tokenizer.json"))
+            tok = Tokenizer.from_file(str(self.tokenizer_file))
             tok.no_truncation()
             tok.no_padding()
             self._free_tok = tok
@@ -628,18 +663,34 @@ _ENCODERS: dict[tuple[str, str], DenseEncoder] = {}
 _ENCODERS_LOCK = threading.Lock()
 
 
-def get_encoder(settings: "Settings | None" = None) -> DenseEncoder:
-    """The process-wide :class:`DenseEncoder` of ``settings`` (``dense_backend``, ``cache_dir/models``)."""
+def get_encoder(settings: "Settings | None" = None, *, retriever_dir: Path | None = None) -> DenseEncoder:
+    """The process-wide :class:`DenseEncoder` of ``settings`` (``dense_backend``, ``cache_dir/models``).
+
+    ``retriever_dir``: the corpus-adapted encoder in that directory instead (a corpus version's
+    ``retriever/``, see :mod:`neusym.store.versions`); kept per directory, at most
+    :data:`_RETRIEVERS_KEPT` of them. Raises as :class:`DenseEncoder` does for an incomplete directory.
+    """
     if settings is None:
         from neusym.settings import get_settings
 
         settings = get_settings()
     models = Path(settings.cache_dir) / "models"
-    key = (settings.dense_backend, str(models.resolve()))
+    if retriever_dir is not None:
+        key = ("retriever", str(Path(retriever_dir).resolve()))
+    else:
+        key = (settings.dense_backend, str(models.resolve()))
     with _ENCODERS_LOCK:
         if key not in _ENCODERS:
-            _ENCODERS[key] = DenseEncoder(settings.dense_backend, models, settings.dense_threads)
+            if retriever_dir is not None:
+                kept = [k for k in _ENCODERS if k[0] == "retriever"]
+                for old in kept[:max(0, len(kept) - _RETRIEVERS_KEPT + 1)]:
+                    _ENCODERS.pop(old)
+            _ENCODERS[key] = DenseEncoder(settings.dense_backend, models, settings.dense_threads,
+                                          retriever_dir=retriever_dir)
         return _ENCODERS[key]
+
+
+_RETRIEVERS_KEPT = 3
 
 
 def dense_vectors(texts: Iterable[str], *, settings: "Settings | None" = None, batch_size: int | None = None) -> "np.ndarray":
@@ -695,7 +746,8 @@ _PAPER_CACHE_LOCK = threading.Lock()
 
 
 def paper_text_vectors(papers: Sequence[tuple[str | None, str | None, str | None]], *,
-                       settings: "Settings | None" = None) -> list[PaperTextVectors]:
+                       settings: "Settings | None" = None,
+                       encoder: DenseEncoder | None = None) -> list[PaperTextVectors]:
     """Vectors of papers' (title, abstract, tldr) from ONE pass over "title. abstract. tldr" each.
 
     The pass gives the text's vector (what the paper index's ``minilm`` view stores) and, from the
@@ -704,18 +756,21 @@ def paper_text_vectors(papers: Sequence[tuple[str | None, str | None, str | None
     256-piece window get no sentence vector (``sentences`` lists the ones that have one); the
     title is encoded on its own (a short text). Measured on the paper-
     search dev questions, this keeps retrieval quality while costing one long pass per paper instead
-    of ~10 (``benchmarks/results/encoding.json``). Results are cached per text in this process, so
-    the cell collection and the paper index of one publish share them.
+    of ~10 (``benchmarks/results/encoding.json``). Results are cached per text and encoder in this
+    process, so the cell collection and the paper index of one publish share them. ``encoder``:
+    the encoder to use (default: :func:`get_encoder` of ``settings``; the paper index passes its
+    corpus-adapted one).
     """
     import numpy as np
 
+    enc = encoder if encoder is not None else get_encoder(settings)
     out: list[PaperTextVectors | None] = [None] * len(papers)
     todo: list[int] = []
     prepared = []
     for i, (title, abstract, tldr) in enumerate(papers):
         title, abstract, tldr = _norm_ws(title), _norm_ws(abstract), _norm_ws(tldr)
         text = ". ".join(x for x in (title, abstract, tldr) if x)
-        key = f"{settings.dense_backend if settings else ''}|{text}"
+        key = f"{enc.version}|{text}"
         with _PAPER_CACHE_LOCK:
             hit = _PAPER_CACHE.get(key)
         prepared.append((key, title, abstract, tldr, text))
@@ -725,7 +780,6 @@ def paper_text_vectors(papers: Sequence[tuple[str | None, str | None, str | None
             todo.append(i)
     if not todo:
         return out  # type: ignore[return-value]
-    enc = get_encoder(settings)
     texts, spans, sents_of = [], [], []
     for i in todo:
         _, title, abstract, tldr, text = prepared[i]
@@ -744,7 +798,8 @@ def paper_text_vectors(papers: Sequence[tuple[str | None, str | None, str | None
         texts.append(text)
         spans.append(sp)
         sents_of.append(sentences)
-    full, span_vecs = enc.encode_spans(texts, spans, batch_size=batch_size_for(settings))
+    full, span_vecs = enc.encode_spans(texts, spans,
+                                       batch_size=batch_size_for(settings) if enc.retriever_dir is None else None)
     titles = [prepared[i][1] or prepared[i][4] for i in todo]
     alone = {t: v.tolist() for t, v in zip(sorted(set(titles)), enc.encode(sorted(set(titles))))}
     for n, i in enumerate(todo):

@@ -168,6 +168,8 @@ class Settings(BaseSettings):
     enrich_ocr_budget: int = Field(400, description="Figures OCR'd per run at most (~1-3 s each on 2 cores).")
     enrich_task_seconds: float = Field(1800.0, description="A mapped enrichment task stops starting new items after "
                                        "this many seconds (its remaining items wait for the next run).")
+    retriever_train_minutes: float = Field(25.0, gt=0, le=24 * 60, description="Training budget of `neusym "
+                                           "train-retriever` / the retriever_refresh DAG, in minutes of wall time.")
     enrich_unit_size: int = Field(24, description="Items per mapped enrichment task.")
     enrich_concurrency: int = Field(1, description="Mapped enrichment tasks running at once (max_active_tis_per_dag); "
                                     "1 for the offline model, more for a remote endpoint.")

@@ -151,3 +151,28 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
         assert all(h.year == 2024 for h in hits)
     finally:
         close_paper_indexes()
+
+    # retriever_refresh (weekly or by hand): trains on the crawled papers within the budget given as a
+    # param, checks the encoder on held-out papers and publishes it only when it is at least as good
+    with open_version(settings) as version:
+        before = version.number
+    run = subprocess.run([str(airflow), "dags", "test", "retriever_refresh", "-c", json.dumps({"minutes": 0.3})],
+                         env=env, capture_output=True, text=True, timeout=900)
+    log = run.stdout + run.stderr
+    assert run.returncode == 0, log[-3000:]
+    assert re.search(r"DagRun Finished: dag_id=retriever_refresh.*state=success", log)
+    meta = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
+    try:
+        (value,) = meta.execute("SELECT value FROM xcom WHERE dag_id = 'retriever_refresh' "
+                                "AND task_id = 'train_and_publish' AND key = 'return_value'").fetchone()
+    finally:
+        meta.close()
+    report = json.loads(value) if isinstance(value, (str, bytes)) else value
+    assert report["training"]["steps"] >= 1 and report["training"]["papers"] >= 36  # 46 papers minus the held-out
+    assert report["validation"]["queries"] >= 5
+    with open_version(settings) as version:
+        if report["published"]:  # the encoder serves the paper index of a new version
+            assert version.number == report["version"] == before + 1
+            assert json.loads((version.retriever_dir / "retriever.json").read_text())["id"] == report["retriever_id"]
+        else:  # not better on the held-out papers: nothing changed
+            assert "not published" in report["reason"] and version.number == before and version.retriever_dir is None

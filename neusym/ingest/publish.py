@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import time
+from pathlib import Path
 from collections import defaultdict
 from typing import Any, Callable
 
@@ -63,7 +64,8 @@ class PublishReport(BaseModel):
     ``points``: cell points in the new version; ``upserted`` / ``deleted``: cell points written
     and removed; ``vectors_staged`` / ``vectors_encoded`` / ``vectors_derived``: where the dense
     vectors of upserted cells came from; ``paper_index``: the paper-index sync report;
-    ``rows``: rows per table; ``seconds``: wall time per step.
+    ``paper_encoder``: the version tag of the encoder the paper index was built with (``"4/retriever-<id>"``
+    for a corpus-adapted one); ``rows``: rows per table; ``seconds``: wall time per step.
     """
 
     version: int
@@ -79,6 +81,7 @@ class PublishReport(BaseModel):
     vectors_encoded: int = 0
     vectors_derived: int = 0
     paper_index: dict = Field(default_factory=dict)
+    paper_encoder: str | None = None
     rows: dict[str, int] = Field(default_factory=dict)
     seconds: dict[str, float] = Field(default_factory=dict)
 
@@ -302,11 +305,15 @@ class _CellSync:
 
 # ------------------------------------------------------------------------------------- publish
 def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None = None,
-            wait_s: float | None = None) -> PublishReport:
+            wait_s: float | None = None, retriever: "Path | str" = "keep") -> PublishReport:
     """Publish the writer's database as the next corpus version (see the module docstring).
 
     ``on_step``: called with (step name, details) as the build advances (progress output).
-    ``wait_s``: how long to wait for another writer of the home. Returns a :class:`PublishReport`.
+    ``wait_s``: how long to wait for another writer of the home. ``retriever``: the paper encoder
+    of the new version — ``"keep"`` (the previous version's: the packaged encoder or its
+    corpus-adapted one), ``"base"`` (back to the packaged encoder) or the directory of a
+    corpus-adapted encoder (:mod:`neusym.ingest.retriever`); a change re-encodes every paper of the
+    paper index (the cell collection never changes encoder). Returns a :class:`PublishReport`.
     Raises :class:`neusym.store.versions.PublishError` (nothing to publish, failed checks; the
     previous version keeps serving), :class:`neusym.store.db.WriterBusyError`.
     """
@@ -351,15 +358,23 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
         report.points = sum(expected.values())
         crash_point("cells-done")
         t = time.perf_counter()
+        if retriever == "base":
+            build.set_retriever(None)
+        elif retriever != "keep":
+            build.set_retriever(Path(retriever))
+        paper_encoder = build.paper_encoder()
         papers = build.open_collection("papers", PAPER_SCHEMA)
-        index = sync_paper_index(settings, backend=papers, db_path=build.db_path, body_vectors=_chunk_vectors(cells))
+        index = sync_paper_index(settings, backend=papers, db_path=build.db_path, body_vectors=_chunk_vectors(cells),
+                                 encoder=paper_encoder)
         report.paper_index = index.model_dump(mode="json")
+        report.paper_encoder = paper_encoder.version if paper_encoder is not None else tag
         seconds["paper_index"] = round(time.perf_counter() - t, 3)
         if papers.count() != index.papers:
             raise PublishError(f"paper index holds {papers.count()} papers, the database {index.papers}; not published")
         crash_point("papers-done")
         info = build.commit(
-            {"encoder_version": tag, "points": {"cells": report.points, "papers": index.papers},
+            {"encoder_version": tag, "paper_encoder": paper_encoder.version if paper_encoder is not None else tag,
+             "points": {"cells": report.points, "papers": index.papers},
              "cells": expected, "papers": report.papers, "timings": seconds,
              "changes": {"papers_changed": len(changed), "papers_removed": len(removed),
                          "upserted": report.upserted, "deleted": report.deleted}},

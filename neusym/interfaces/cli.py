@@ -337,7 +337,9 @@ def status(
         with open_version(settings) as version:
             m = version.info.manifest
             out = {"version": version.number, "created_at": m.get("created_at"), "engine": m.get("engine"),
-                   "encoder_version": m.get("encoder_version"), "papers": m.get("papers"), "rows": m.get("rows", {}),
+                   "encoder_version": m.get("encoder_version"),
+                   "paper_encoder": m.get("paper_encoder") or m.get("encoder_version"),
+                   "papers": m.get("papers"), "rows": m.get("rows", {}),
                    "points": {"cells": version.cells.count(), "papers": version.papers.count()}}
             if paper:
                 con = connect_plain_readonly(version.db_path)
@@ -353,9 +355,11 @@ def status(
     if as_json:
         print(json.dumps(out, ensure_ascii=False))
         return
+    adapted = out["paper_encoder"] if out["paper_encoder"] != out["encoder_version"] else None
     console.print(f"corpus version {out['version']} ({out['engine']}, {out['encoder_version']}), published "
                   f"{out['created_at']}: {out['papers']} papers, {out['points']['cells']} cell points, "
-                  f"{out['points']['papers']} papers in the search index", soft_wrap=True)
+                  f"{out['points']['papers']} papers in the search index"
+                  + (f" (corpus-adapted encoder {adapted})" if adapted else ""), soft_wrap=True)
     if paper:
         console.print(f"paper {paper}: {out['paper']['cells']} encodable cells, {out['paper']['points']} points")
 
@@ -382,6 +386,52 @@ def publish(
                   f"{report.points} cell points (+{report.upserted} -{report.deleted}), "
                   f"{report.paper_index.get('papers', 0)} in the paper index; "
                   + ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items()))
+
+
+@app.command("train-retriever")
+def train_retriever(
+    minutes: Optional[float] = typer.Option(None, "--minutes", min=0.1,
+                                            help="Training budget in minutes (default NEUSYM_RETRIEVER_TRAIN_MINUTES)."),
+    no_publish: bool = typer.Option(False, "--no-publish", help="Train and check on held-out papers only."),
+    reset: bool = typer.Option(False, "--reset", help="Publish a version whose paper search uses the packaged "
+                                                      "encoder again (no training)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Adapt the paper-search encoder to the current corpus (what the retriever_refresh DAG runs).
+
+    Fine-tunes all-MiniLM-L6-v2 on pairs the corpus provides (title -> abstract, an abstract sentence ->
+    the rest of its paper, tldr -> abstract), checks it on held-out papers against the serving encoder
+    and, when it is at least as good, publishes a corpus version whose paper index uses it.
+    """
+    from neusym.errors import NeusymError
+    from neusym.ingest.retriever import refresh_retriever, reset_retriever
+
+    settings = _settings()
+    try:
+        if reset:
+            version = reset_retriever(settings)
+            if as_json:
+                print(json.dumps({"published": True, "version": version, "paper_encoder": "packaged"}))
+            else:
+                console.print(f"published corpus version {version}: paper search uses the packaged encoder")
+            return
+        report = refresh_retriever(settings, budget_minutes=minutes, publish=not no_publish,
+                                   on_progress=None if as_json else (lambda m: err.print(f"[dim]{m}[/dim]")))
+    except NeusymError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(1)
+    if as_json:
+        print(report.model_dump_json(indent=1))
+        return
+    t, v = report.training, report.validation
+    console.print(f"trained encoder {report.retriever_id}: {t.get('steps')} steps, {t.get('pairs_used')} pairs of "
+                  f"{t.get('papers')} papers, {t.get('train_seconds')} s, peak {t.get('peak_rss_mb')} MB; held-out "
+                  f"MRR@10 {v.get('serving', {}).get('MRR@10')} -> {v.get('adapted', {}).get('MRR@10')}", soft_wrap=True)
+    if report.published:
+        console.print(f"published corpus version {report.version}: paper search uses {report.retriever_id} "
+                      f"(paper index re-encoded in {report.paper_index_seconds} s)")
+    else:
+        console.print(report.reason)
 
 
 def _publish_progress(step: str, info: dict) -> None:

@@ -70,6 +70,7 @@ from pydantic import BaseModel
 
 from neusym.encode import (
     DENSE_DIM,
+    DenseEncoder,
     bm25_tokens,
     dense_vectors,
     encode_query,
@@ -135,13 +136,15 @@ class PaperDoc:
     tags: Sequence[str] = ()
     sections: Sequence[str] = ()
 
-    def content_hash(self) -> str:
-        """sha256 hex of everything that goes into this paper's point (texts, filter fields) + INDEX_VERSION.
+    def content_hash(self, encoder_version: str | None = None) -> str:
+        """sha256 hex of everything that goes into this paper's point (texts, filter fields) + INDEX_VERSION
+        + ``encoder_version`` (the paper encoder's :attr:`neusym.encode.DenseEncoder.version`; None: the
+        packaged model, as before corpus-adapted encoders existed).
 
         Stored in the point payload as ``content_hash``; :func:`sync_paper_index` re-encodes a paper
-        only when it changes.
+        only when it changes, so a new corpus-adapted encoder re-encodes every paper.
         """
-        data = [INDEX_VERSION, self.paper_id, self.title, self.abstract, self.venue, self.year,
+        data = [INDEX_VERSION + (f"|{encoder_version}" if encoder_version else ""), self.paper_id, self.title, self.abstract, self.venue, self.year,
                 list(self.authors or ()), self.volume, self.anthology_id, self.tldr, list(self.tags or ()),
                 list(self.sections or ())]
         return hashlib.sha256(json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()
@@ -323,8 +326,17 @@ class _Encoded:
     payload: dict
 
 
-def _dense(texts: list[str], settings: Settings | None = None) -> list[list[float]]:
-    return dense_vectors(texts, settings=settings).tolist() if texts else []
+def _dense(texts: list[str], settings: Settings | None = None, encoder: DenseEncoder | None = None) -> list[list[float]]:
+    if not texts:
+        return []
+    if encoder is not None:
+        return encoder.encode(texts).tolist()
+    return dense_vectors(texts, settings=settings).tolist()
+
+
+def _hash_tag(encoder: DenseEncoder | None) -> str | None:
+    """What :meth:`PaperDoc.content_hash` mixes in for ``encoder``: its version when corpus-adapted."""
+    return encoder.version if encoder is not None and encoder.retriever_id else None
 
 
 Embedder = Callable[[list[str]], list[list[float]]]
@@ -336,7 +348,7 @@ BodyVectors = Callable[[Sequence[str]], "dict[str, list[list[float]]]"]
 
 
 def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None, settings: Settings | None = None,
-                  body_vectors: BodyVectors | None = None) -> list[_Encoded]:
+                  body_vectors: BodyVectors | None = None, encoder: DenseEncoder | None = None) -> list[_Encoded]:
     """Vectors and payloads of papers.
 
     Default encoder: one pass over each paper's "title. abstract. tldr"
@@ -345,7 +357,10 @@ def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None, 
     paper's full-text chunks from ``body_vectors`` (at most :data:`MAX_BODY_PASSAGES`, evenly
     spread), or, without it, of up to that many ~700-character passages of its sections.
     ``embed``: replaces the encoder (texts -> unit 384-d vectors, e.g. a cache in benchmarks and
-    tests); every text is then encoded on its own.
+    tests); every text is then encoded on its own. ``encoder``: the paper encoder of the index
+    (default: the settings' encoder) for ``minilm``, ``minilm_title`` and ``minilm_sents``; the
+    full-text view ``minilm_body`` always uses the settings' encoder, the one of the cell
+    collection whose chunk vectors it reuses.
     """
     dense_jobs: list[tuple[int, str, str]] = []  # (paper index, view, text) for the encoder
     out: list[_Encoded] = []
@@ -387,12 +402,13 @@ def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None, 
             "sentences": sentences,
             "has_body": bool(sections),
             "index_version": INDEX_VERSION,
-            "content_hash": p.content_hash(),
+            "content_hash": p.content_hash(_hash_tag(encoder)),
         }
         out.append(_Encoded(point_id_for_paper(p.paper_id), vectors, payload))
         prepared.append((title, abstract, tldr, sections))
     if embed is None:
-        for e, ptv in zip(out, paper_text_vectors([(t, a, d) for t, a, d, _ in prepared], settings=settings)):
+        for e, ptv in zip(out, paper_text_vectors([(t, a, d) for t, a, d, _ in prepared], settings=settings,
+                                                  encoder=encoder)):
             e.vectors["minilm"] = ptv.full
             e.vectors["minilm_sents"] = list(ptv.sentence_vectors)
             e.payload["sentences"] = list(ptv.sentences)
@@ -410,9 +426,15 @@ def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None, 
         else:
             for passage in body_passages(sections):
                 dense_jobs.append((i, "minilm_body", passage))
-    texts = [t for _, _, t in dense_jobs]
-    embs = embed(texts) if embed is not None else _dense(texts, settings)
-    for (i, view, _), e in zip(dense_jobs, embs):
+    if embed is not None:
+        jobs = dense_jobs
+        embs = embed([t for _, _, t in jobs])
+    else:  # the paper encoder's views, then the full-text passages with the cell encoder
+        jobs = [j for j in dense_jobs if j[1] != "minilm_body"] + [j for j in dense_jobs if j[1] == "minilm_body"]
+        own = [t for _, view, t in jobs if view != "minilm_body"]
+        body = [t for _, view, t in jobs if view == "minilm_body"]
+        embs = _dense(own, settings, encoder) + _dense(body, settings)
+    for (i, view, _), e in zip(jobs, embs):
         vecs = out[i].vectors
         if view in MULTI_VIEWS:
             vecs.setdefault(view, []).append(e)
@@ -481,13 +503,24 @@ class PaperIndex:
     """The paper-level index over one collection (:mod:`neusym.store.vectors`): build (upsert) and search.
 
     ``backend``: the ``papers`` collection of a corpus version (read-only for searching) or a
-    writable one being built; ``settings``: the encoder settings (default: the process settings).
+    writable one being built; ``settings``: the encoder settings (default: the process settings);
+    ``encoder``: the paper encoder the collection was built with (default: the settings' encoder;
+    a corpus version with a corpus-adapted encoder passes it, see :func:`current_paper_index`).
+    Queries are encoded with it, except for the full-text view ``minilm_body`` (cell encoder).
     """
 
-    def __init__(self, backend: VectorBackend, settings: Settings | None = None):
+    def __init__(self, backend: VectorBackend, settings: Settings | None = None, encoder: DenseEncoder | None = None):
         self.backend = backend
         self.settings = settings or get_settings()
+        self.encoder = encoder
         self._body: bool | None = None
+
+    @classmethod
+    def of_version(cls, version: Any, settings: Settings | None = None) -> "PaperIndex":
+        """The read-only paper index of an open corpus version (:class:`neusym.store.versions.CorpusVersion`),
+        with the encoder its points were made by (the version's corpus-adapted one, if any): the one
+        way readers open a published paper index."""
+        return cls(version.papers, settings, encoder=version.paper_encoder())
 
     def has_body(self) -> bool:
         """Whether any indexed paper may have full text: the ``bm25_body``/``minilm_body`` views are
@@ -537,7 +570,7 @@ class PaperIndex:
 
         def flush_batch() -> None:
             nonlocal n, body
-            self.backend.upsert(_points(encode_papers(batch, embed=embed, settings=self.settings)))
+            self.backend.upsert(_points(encode_papers(batch, embed=embed, settings=self.settings, encoder=self.encoder)))
             n += len(batch)
             body += sum(1 for p in batch if p.sections)
             batch.clear()
@@ -601,8 +634,10 @@ class PaperIndex:
         if not self.has_body():
             weights = {k: w for k, w in weights.items() if k not in BODY_VIEWS}
         need_dense = any(v in weights for v in DENSE_VIEWS + MULTI_VIEWS)
-        qvec = query_vector if query_vector is not None else (
-            encode_query(text, settings=self.settings) if need_dense else None)
+        qvec = query_vector if query_vector is not None else (self._encode_query(text) if need_dense else None)
+        body_qvec = qvec
+        if "minilm_body" in weights and self.encoder is not None and self.encoder.retriever_id:
+            body_qvec = encode_query(text, settings=self.settings)  # the full-text view holds cell-encoder vectors
         requests: list[tuple[str, Any]] = []
         for view in weights:
             if view == "bm25" or view == "bm25_body":
@@ -613,6 +648,8 @@ class PaperIndex:
                 sv = sparse_query_vector(bm25_tokens(text))
                 if sv[0]:
                     requests.append((view, sv))
+            elif view == "minilm_body":
+                requests.append((view, [body_qvec]))
             else:
                 requests.append((view, [qvec] if view in MULTI_VIEWS else qvec))
         pool = max(cfg.pool, depth)
@@ -621,6 +658,11 @@ class PaperIndex:
         fused = _fuse([(name, [(h.id, h.score) for h in res]) for (name, _), res in zip(requests, results)],
                       weights, cfg, pool)
         return Ranking(text, qvec, sorted(fused.items(), key=lambda kv: -kv[1])[:depth])
+
+    def _encode_query(self, text: str) -> list[float]:
+        if self.encoder is not None:
+            return self.encoder.encode_query(text)
+        return encode_query(text, settings=self.settings)
 
     def hits(self, ranking: "Ranking", limit: int) -> list[PaperHit]:
         """The first ``limit`` papers of ``ranking`` as :class:`PaperHit` (payload read back, snippet
@@ -731,7 +773,7 @@ def current_paper_index(settings: Settings | None = None) -> PaperIndex:
             opened = None
         if opened is None:
             version = open_version(settings)
-            opened = _OPEN[key] = (version, PaperIndex(version.papers, settings))
+            opened = _OPEN[key] = (version, PaperIndex.of_version(version, settings))
         return opened[1]
 
 
@@ -822,7 +864,7 @@ class PaperIndexSyncReport(BaseModel):
 
 def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend, db_path: Path,
                      embed: Embedder | None = None, body_vectors: BodyVectors | None = None,
-                     batch_size: int = 128) -> PaperIndexSyncReport:
+                     batch_size: int = 128, encoder: DenseEncoder | None = None) -> PaperIndexSyncReport:
     """Make the paper index ``backend`` hold exactly the papers of the DuckDB file ``db_path``,
     encoding only what changed (called by the publish stage on the new version's copy).
 
@@ -834,8 +876,10 @@ def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend
     (``texts_encoded == 0``). ``embed`` replaces the encoder (tests, benchmark caches);
     ``body_vectors`` gives parsed papers their chunk vectors (the publish stage reads them from the
     new version's cell collection). Cost per new/changed paper with the default encoder: one pass
-    over "title. abstract. tldr" and one short title pass (:func:`encode_papers`). Raises
-    ``FileNotFoundError`` for a missing ``db_path``.
+    over "title. abstract. tldr" and one short title pass (:func:`encode_papers`). ``encoder``: the
+    paper encoder (default: the settings' encoder; a corpus-adapted one is part of every paper's
+    content hash, so switching encoders re-encodes every paper). Raises ``FileNotFoundError`` for a
+    missing ``db_path``.
     """
     t0 = time.perf_counter()
     settings = settings or get_settings()
@@ -849,8 +893,9 @@ def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend
 
     from neusym.encode import get_encoder
 
-    encoder = get_encoder(settings)
-    before = encoder.texts_encoded
+    counters = {id(e): e for e in (get_encoder(settings), encoder) if e is not None}
+    before = sum(e.texts_encoded for e in counters.values())
+    tag = _hash_tag(encoder)
 
     backend.create(PAPER_SCHEMA)
     stored = {r.id: r.payload.get("content_hash")
@@ -863,7 +908,7 @@ def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend
         pid = point_id_for_paper(d.paper_id)
         wanted.add(pid)
         old = stored.get(pid, "")
-        if old and old == d.content_hash():
+        if old and old == d.content_hash(tag):
             report.unchanged += 1
             continue
         todo.append(d)
@@ -875,12 +920,12 @@ def sync_paper_index(settings: Settings | None = None, *, backend: VectorBackend
     for start in range(0, len(todo), batch_size):
         backend.upsert(_points(encode_papers(todo[start:start + batch_size], settings=settings,
                                              embed=counting_embed if embed is not None else None,
-                                             body_vectors=body_vectors)))
+                                             body_vectors=body_vectors, encoder=encoder)))
     if stale:
         backend.delete(stale)
         report.deleted = len(stale)
     backend.flush()
-    report.texts_encoded = counted if embed is not None else encoder.texts_encoded - before
+    report.texts_encoded = counted if embed is not None else sum(e.texts_encoded for e in counters.values()) - before
     report.seconds = round(time.perf_counter() - t0, 3)
     return report
 

@@ -6,7 +6,10 @@ A corpus version is one immutable directory ``$NEUSYM_HOME/versions/vNNNNNN/``::
     cells/             the cell collection: a qdrant-edge shard (no write-ahead log)
     papers/            the paper-search index: a qdrant-edge shard (no write-ahead log)
     fingerprints.parquet   per paper: fingerprint of its encodable cells (what the next publish compares)
-    manifest.json      number, parent, time, engine, row and point counts, encoder version, timings
+    retriever/         only with a corpus-adapted paper encoder (``neusym train-retriever``): its int8
+                       ONNX graph, tokenizer and training record; the paper index was built with it and
+                       its queries are encoded with it. Carried forward by every later publish.
+    manifest.json      number, parent, time, engine, row and point counts, encoder versions, timings
 
 ``$NEUSYM_HOME/current`` is a relative symlink to the current version, replaced atomically
 (``rename`` of a temporary symlink); ``$NEUSYM_HOME/corpus-snapshot.duckdb`` points at its
@@ -70,6 +73,8 @@ SNAPSHOT_LINK = "corpus-snapshot.duckdb"
 _DIR_RE = re.compile(r"^v(\d{6})$")
 _BUILD_PREFIX = ".building-"
 READERS_LOCK = ".readers"
+RETRIEVER_DIR = "retriever"
+"""A version's corpus-adapted paper encoder (see the module docstring and :mod:`neusym.ingest.retriever`)."""
 SERVER_PREFIX = "neusym"
 FORMAT = 1
 
@@ -260,6 +265,20 @@ class CorpusVersion:
     def papers(self) -> VectorBackend:
         """The paper-search index."""
         return self.backend("papers")
+
+    @property
+    def retriever_dir(self) -> Path | None:
+        """The version's corpus-adapted paper encoder directory, or None (the packaged encoder)."""
+        path = self.info.path / RETRIEVER_DIR
+        return path if path.is_dir() else None
+
+    def paper_encoder(self) -> Any:
+        """The :class:`neusym.encode.DenseEncoder` its paper index was built with when that is a
+        corpus-adapted one, else None (the settings' encoder; what :class:`PaperIndex` defaults to)."""
+        from neusym.encode import get_encoder
+
+        path = self.retriever_dir
+        return get_encoder(self.settings, retriever_dir=path) if path is not None else None
 
     def is_current(self) -> bool:
         """Whether this is still the current version (a long-lived reader reopens when it is not)."""
@@ -489,6 +508,8 @@ class VersionBuilder:
         self.path.mkdir()
         self.rows = copy_database(source, self.db_path)
         os.chmod(self.db_path, 0o444)
+        if self.previous is not None and (self.previous.path / RETRIEVER_DIR).is_dir():
+            copy_tree(self.previous.path / RETRIEVER_DIR, self.path / RETRIEVER_DIR)
         self.timings["copy_database"] = round(time.perf_counter() - t0, 3)
         crash_point("copied-database")
 
@@ -496,6 +517,31 @@ class VersionBuilder:
     def db_path(self) -> Path:
         """The new version's DuckDB file (a checked copy of the writer's database)."""
         return self.path / "corpus.duckdb"
+
+    @property
+    def retriever_dir(self) -> Path | None:
+        """The new version's corpus-adapted paper encoder (copied from the previous version, or set
+        with :meth:`set_retriever`), or None."""
+        path = self.path / RETRIEVER_DIR
+        return path if path.is_dir() else None
+
+    def set_retriever(self, source: Path | None) -> None:
+        """Give the new version the corpus-adapted encoder in directory ``source`` (its files are
+        copied), or none (``None``: back to the packaged encoder). The paper index must then be
+        re-encoded with :meth:`paper_encoder` before :meth:`commit`."""
+        target = self.path / RETRIEVER_DIR
+        if target.exists():
+            shutil.rmtree(target)
+        if source is not None:
+            copy_tree(Path(source), target)
+
+    def paper_encoder(self) -> Any:
+        """The new version's corpus-adapted paper encoder (:class:`neusym.encode.DenseEncoder`) or
+        None for the settings' encoder."""
+        from neusym.encode import get_encoder
+
+        path = self.retriever_dir
+        return get_encoder(self.settings, retriever_dir=path) if path is not None else None
 
     def open_collection(self, name: str, schema: VectorSchema) -> VectorBackend:
         """The writable collection ``name`` of the new version: a copy of the previous version's

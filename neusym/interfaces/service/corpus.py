@@ -176,7 +176,7 @@ def prepare_version(settings: Settings, version: CorpusVersion, *, warm: bool = 
 
     con = None
     try:
-        index = PaperIndex(version.papers, settings)
+        index = PaperIndex.of_version(version, settings)
         con = connect_readonly(version.db_path)
         schema = corpus_schema(con)
         markdown = schema_markdown(schema)

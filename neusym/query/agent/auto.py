@@ -473,7 +473,7 @@ def answer_paper_search(question: str, conferences: list[str] | None, env: Any, 
     from neusym.store.paper_index import PaperIndex
 
     filters = search_filters(question, conferences)
-    index = PaperIndex(env.version.papers, settings)
+    index = PaperIndex.of_version(env.version, settings)
     hits = index.search(question, limit=5, **filters)
     if not hits and filters:
         hits = index.search(question, limit=5)
