@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from pathlib import Path
@@ -27,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 import numpy as np  # noqa: E402
-from bench import QUESTION_SETS, load_docs, load_questions, pct  # noqa: E402
+from bench import QUESTION_SETS, _rank, _recall, load_docs, load_questions, pct, rerank_subset  # noqa: E402
 
 from neusym.encode import encode_query  # noqa: E402
 from neusym.store.paper_index import PaperIndex, SearchConfig, strip_question  # noqa: E402
@@ -39,22 +38,6 @@ SYSTEM = ("You help a researcher find a research paper. Given their search reque
           "abstract (3 sentences) of a paper that would be exactly what they are looking for, in the words such a "
           "paper would use: its task, method, data and findings. Reply with a JSON object only: "
           '{"title": "...", "abstract": "..."}.')
-
-
-def subset(qs: list[dict], split: str, k: int, seed: int) -> list[dict]:
-    pool = [q for q in qs if q["split"] == split]
-    keep = {q["qid"] for q in random.Random(f"{seed}:{split}").sample(pool, min(k, len(pool)))}
-    return [q for q in pool if q["qid"] in keep]
-
-
-def rank_of(hits, gold: str) -> int | None:
-    ids = [h.anthology_id for h in hits]
-    return ids.index(gold) if gold in ids else None
-
-
-def recall(ranks: list[int | None]) -> dict:
-    return {f"R@{k}": round(sum(1 for r in ranks if r is not None and r < k) / len(ranks), 3) for k in (1, 5, 10)} | {
-        "n": len(ranks)}
 
 
 def main() -> None:
@@ -84,12 +67,12 @@ def main() -> None:
     for split in [s.strip() for s in args.splits.split(",") if s.strip()]:
         section: dict = {}
         for qname in ("concise", "hard"):
-            qs = subset(load_questions(QUESTION_SETS[qname]), split, args.max, args.seed)
+            qs = rerank_subset(load_questions(QUESTION_SETS[qname]), split, args.max, args.seed)
             ranks: dict[str, list] = {"default": [], "hyde": [], "hyde+bm25": []}
             llm_s, rows = [], []
             for q in qs:
                 text = strip_question(q["question"])
-                ranks["default"].append(rank_of(index.search(q["question"], limit=10), q["anthology_id"]))
+                ranks["default"].append(_rank(index.search(q["question"], limit=10), q["anthology_id"]))
                 t0 = time.perf_counter()
                 reply = llm.chat([{"role": "system", "content": SYSTEM},
                                   {"role": "user", "content": f"Search request: {q['question']}"}],
@@ -108,13 +91,13 @@ def main() -> None:
                                         config=SearchConfig(strip_scaffold=False))
                 else:
                     hits = both = index.search(q["question"], limit=10)
-                ranks["hyde"].append(rank_of(hits, q["anthology_id"]))
-                ranks["hyde+bm25"].append(rank_of(both, q["anthology_id"]))
+                ranks["hyde"].append(_rank(hits, q["anthology_id"]))
+                ranks["hyde+bm25"].append(_rank(both, q["anthology_id"]))
                 rows.append({"qid": q["qid"], "hypothetical": hypo[:400], "default": ranks["default"][-1],
                              "hyde": ranks["hyde"][-1], "hyde+bm25": ranks["hyde+bm25"][-1]})
                 print(split, qname, q["qid"], rows[-1]["default"], rows[-1]["hyde"], rows[-1]["hyde+bm25"],
                       f"{llm_s[-1]:.1f}s", flush=True)
-            section[qname] = {m: recall(r) for m, r in ranks.items()}
+            section[qname] = {m: _recall(r) for m, r in ranks.items()}
             section[qname]["llm_seconds"] = {"p50": round(pct(llm_s, 0.5), 2), "p95": round(pct(llm_s, 0.95), 2)}
             section[qname]["per_question"] = rows
         result[split] = section

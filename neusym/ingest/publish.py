@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import io
 import time
-from pathlib import Path
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -373,7 +373,7 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
             raise PublishError(f"paper index holds {papers.count()} papers, the database {index.papers}; not published")
         crash_point("papers-done")
         info = build.commit(
-            {"encoder_version": tag, "paper_encoder": paper_encoder.version if paper_encoder is not None else tag,
+            {"encoder_version": tag, "paper_encoder": report.paper_encoder,
              "points": {"cells": report.points, "papers": index.papers},
              "cells": expected, "papers": report.papers, "timings": seconds,
              "changes": {"papers_changed": len(changed), "papers_removed": len(removed),

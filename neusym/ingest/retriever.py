@@ -172,14 +172,14 @@ class TrainingRecord(BaseModel):
 
 
 def train_encoder(pairs: Sequence[TrainingPair], out_dir: Path, *, budget_s: float, batch_size: int = 32,
-                  learning_rate: float = 3e-5, max_seq_length: int = 160, seed: int = 0, max_epochs: int = 1,
+                  learning_rate: float = 3e-5, max_seq_length: int = 160, seed: int = 0,
                   corpus_version: int | None = None,
                   on_step: Callable[[int, int, float], None] | None = None) -> TrainingRecord:
     """Fine-tune the packaged all-MiniLM-L6-v2 on ``pairs`` and write the corpus-adapted encoder.
 
     ``budget_s``: wall-time budget of training in seconds (export not counted, ~15 s): the pace of
     :data:`CALIBRATION_STEPS` forward/backward passes (weights not updated) fixes how many steps
-    fit, at most ``max_epochs`` passes over the pairs. ``max_seq_length``: word pieces per text while training
+    fit, at most one pass over the pairs. ``max_seq_length``: word pieces per text while training
     (the encoder still reads 256 when it serves). ``out_dir`` must not exist; it is written in a
     temporary sibling and renamed, holding :data:`neusym.encode.RETRIEVER_ONNX`,
     :data:`neusym.encode.RETRIEVER_TOKENIZER` and :data:`neusym.encode.RETRIEVER_INFO`.
@@ -198,9 +198,6 @@ def train_encoder(pairs: Sequence[TrainingPair], out_dir: Path, *, budget_s: flo
     if budget_s <= 0:
         raise ValueError(f"the training budget must be positive, got {budget_s} s")
     batches = batches_without_duplicates(pairs, batch_size)
-    for _ in range(max_epochs - 1):
-        batches += batches_without_duplicates(random.Random(seed + len(batches)).sample(list(pairs), len(pairs)),
-                                              batch_size)
     if not batches:
         raise ValueError(f"{len(pairs)} training pairs fill no batch of {batch_size} distinct papers")
     torch.manual_seed(seed)
@@ -392,8 +389,7 @@ def refresh_retriever(settings: Settings, *, budget_minutes: float | None = None
                                    learning_rate=learning_rate, on_step=step)
             report = RetrieverReport(retriever_id=record.id, training=record.model_dump(mode="json"))
             adapted = DenseEncoder("onnx-int8", Path(settings.cache_dir) / "models", retriever_dir=out)
-            others = [d for d in good if d.paper_id not in held_ids]
-            distractors = random.Random(seed + 1).sample(others, min(VALIDATION_DISTRACTORS, len(others)))
+            distractors = random.Random(seed + 1).sample(train_docs, min(VALIDATION_DISTRACTORS, len(train_docs)))
             check = validate(held, distractors, serving, adapted, seed=seed)
             report.validation = check.model_dump(mode="json")
             say(f"held-out check: serving {check.serving}, adapted {check.adapted}")

@@ -144,8 +144,8 @@ class PaperDoc:
         Stored in the point payload as ``content_hash``; :func:`sync_paper_index` re-encodes a paper
         only when it changes, so a new corpus-adapted encoder re-encodes every paper.
         """
-        data = [INDEX_VERSION + (f"|{encoder_version}" if encoder_version else ""), self.paper_id, self.title, self.abstract, self.venue, self.year,
-                list(self.authors or ()), self.volume, self.anthology_id, self.tldr, list(self.tags or ()),
+        data = [INDEX_VERSION + (f"|{encoder_version}" if encoder_version else ""), self.paper_id, self.title,
+                self.abstract, self.venue, self.year, list(self.authors or ()), self.volume, self.anthology_id, self.tldr, list(self.tags or ()),
                 list(self.sections or ())]
         return hashlib.sha256(json.dumps(data, ensure_ascii=False, default=str).encode("utf-8")).hexdigest()
 
@@ -430,10 +430,10 @@ def encode_papers(papers: Sequence[PaperDoc], *, embed: Embedder | None = None, 
         jobs = dense_jobs
         embs = embed([t for _, _, t in jobs])
     else:  # the paper encoder's views, then the full-text passages with the cell encoder
-        jobs = [j for j in dense_jobs if j[1] != "minilm_body"] + [j for j in dense_jobs if j[1] == "minilm_body"]
-        own = [t for _, view, t in jobs if view != "minilm_body"]
-        body = [t for _, view, t in jobs if view == "minilm_body"]
-        embs = _dense(own, settings, encoder) + _dense(body, settings)
+        own = [j for j in dense_jobs if j[1] != "minilm_body"]
+        body = [j for j in dense_jobs if j[1] == "minilm_body"]
+        jobs = own + body
+        embs = _dense([t for *_, t in own], settings, encoder) + _dense([t for *_, t in body], settings)
     for (i, view, _), e in zip(jobs, embs):
         vecs = out[i].vectors
         if view in MULTI_VIEWS:

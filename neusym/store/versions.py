@@ -269,16 +269,12 @@ class CorpusVersion:
     @property
     def retriever_dir(self) -> Path | None:
         """The version's corpus-adapted paper encoder directory, or None (the packaged encoder)."""
-        path = self.info.path / RETRIEVER_DIR
-        return path if path.is_dir() else None
+        return _retriever_in(self.info.path)
 
     def paper_encoder(self) -> Any:
         """The :class:`neusym.encode.DenseEncoder` its paper index was built with when that is a
         corpus-adapted one, else None (the settings' encoder; what :class:`PaperIndex` defaults to)."""
-        from neusym.encode import get_encoder
-
-        path = self.retriever_dir
-        return get_encoder(self.settings, retriever_dir=path) if path is not None else None
+        return _paper_encoder(self.settings, self.info.path)
 
     def is_current(self) -> bool:
         """Whether this is still the current version (a long-lived reader reopens when it is not)."""
@@ -304,6 +300,18 @@ class CorpusVersion:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _retriever_in(version_path: Path) -> Path | None:
+    path = version_path / RETRIEVER_DIR
+    return path if path.is_dir() else None
+
+
+def _paper_encoder(settings: Settings, version_path: Path) -> Any:
+    from neusym.encode import get_encoder
+
+    path = _retriever_in(version_path)
+    return get_encoder(settings, retriever_dir=path) if path is not None else None
 
 
 def _hold(info: VersionInfo) -> int | None:
@@ -508,8 +516,9 @@ class VersionBuilder:
         self.path.mkdir()
         self.rows = copy_database(source, self.db_path)
         os.chmod(self.db_path, 0o444)
-        if self.previous is not None and (self.previous.path / RETRIEVER_DIR).is_dir():
-            copy_tree(self.previous.path / RETRIEVER_DIR, self.path / RETRIEVER_DIR)
+        carried = _retriever_in(self.previous.path) if self.previous is not None else None
+        if carried is not None:
+            copy_tree(carried, self.path / RETRIEVER_DIR)
         self.timings["copy_database"] = round(time.perf_counter() - t0, 3)
         crash_point("copied-database")
 
@@ -522,8 +531,7 @@ class VersionBuilder:
     def retriever_dir(self) -> Path | None:
         """The new version's corpus-adapted paper encoder (copied from the previous version, or set
         with :meth:`set_retriever`), or None."""
-        path = self.path / RETRIEVER_DIR
-        return path if path.is_dir() else None
+        return _retriever_in(self.path)
 
     def set_retriever(self, source: Path | None) -> None:
         """Give the new version the corpus-adapted encoder in directory ``source`` (its files are
@@ -538,10 +546,7 @@ class VersionBuilder:
     def paper_encoder(self) -> Any:
         """The new version's corpus-adapted paper encoder (:class:`neusym.encode.DenseEncoder`) or
         None for the settings' encoder."""
-        from neusym.encode import get_encoder
-
-        path = self.retriever_dir
-        return get_encoder(self.settings, retriever_dir=path) if path is not None else None
+        return _paper_encoder(self.settings, self.path)
 
     def open_collection(self, name: str, schema: VectorSchema) -> VectorBackend:
         """The writable collection ``name`` of the new version: a copy of the previous version's
