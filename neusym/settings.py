@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -142,13 +142,6 @@ class Settings(BaseSettings):
         "full-text cutoff), in LLM tokens (4 characters each); the paper's 5k.",
     )
     eval_classic_rag_top_k: int = Field(4, description="Chunks classic-rag retrieves with the question (paper: 4).")
-    search_rerank_top_n: int = Field(10, ge=1, le=50, description="Accurate paper search (`neusym search --accurate`, "
-                                     "`GET /search?mode=accurate`): how many fused hits the LLM reranks (neusym.query.rerank).")
-    search_rerank_candidate_tokens: int = Field(
-        128, ge=16, description="Accurate paper search: cap on one candidate's title + abstract in the rerank prompt, "
-        "in LLM tokens (4 characters each; the cut keeps the abstract's start and the matched sentence); lowered "
-        "further when N candidates would not fit llm_context_tokens. 128 keeps the offline model's prompt near 1.5k "
-        "tokens for N=10 (it reads ~50 tokens/s on 2 cores); raise it for a fast endpoint.")
     # -- LLM -----------------------------------------------------------------------------------
     llm_base_url: str | None = Field(None, description="OpenAI-compatible endpoint; unset = offline local model.")
     llm_model: str = "qwen2.5-coder-1.5b-instruct"
@@ -184,10 +177,13 @@ class Settings(BaseSettings):
                                "may wait for the LLM while it is busy; one more is refused with 503 and Retry-After.")
     ask_wait_s: float = Field(300.0, gt=0, description="How long a run waits for the LLM before it is refused with "
                               "503 and Retry-After.")
-    search_rerank_offline: bool = Field(
-        False, description="Let GET /search?mode=accurate rerank with the offline in-process model when no "
-        "NEUSYM_LLM_BASE_URL is set (it loads ~1.5 GB and takes ~20 s per query on 2 cores, holding the one LLM "
-        "slot); off: such a request is a 400 saying so.")
+    search_accurate_offline: bool = Field(
+        False, validation_alias=AliasChoices("search_accurate_offline", "NEUSYM_SEARCH_ACCURATE_OFFLINE",
+                                             "NEUSYM_SEARCH_RERANK_OFFLINE"),
+        description="Let GET /search?mode=accurate use the offline in-process model when no NEUSYM_LLM_BASE_URL is "
+        "set (it loads ~1.5 GB and takes ~5 s per query on 2 cores, holding the one LLM slot); off: such a request "
+        "is a 400 saying so. NEUSYM_SEARCH_RERANK_OFFLINE, its name before the accurate mode became HyDE, is read "
+        "too.")
     api_keys: list[str] = Field(
         default_factory=list,
         description='API keys of `neusym serve` (JSON list in NEUSYM_API_KEYS, e.g. ["k1", "k2"]); when set, every '

@@ -161,7 +161,7 @@ def test_accurate_search_without_an_llm_endpoint_is_a_400_not_a_model_load(clien
     started = time.monotonic()
     r = client_default.get("/search", params={"q": "citation-informed transformers", "mode": "accurate"})
     assert r.status_code == 400 and "NEUSYM_LLM_BASE_URL" in r.json()["detail"], r.text
-    assert "NEUSYM_SEARCH_RERANK_OFFLINE" in r.json()["detail"]
+    assert "NEUSYM_SEARCH_ACCURATE_OFFLINE" in r.json()["detail"]
     assert time.monotonic() - started < 2 and rss() - base < 50 * MB
     assert client_default.get("/search", params={"q": "citation-informed transformers"}).status_code == 200
 

@@ -25,16 +25,8 @@ backend, one pass over "title. abstract" per paper) in a qdrant-edge shard.
 
 Usage: ``python benchmarks/paper_search/bench.py [--sizes 2.5k,5k] [--engines] [--sync] [--out FILE]``
 
-Accurate mode (``--rerank``): on the 2.5k corpus, ``search_papers(mode="accurate")`` (fused search +
-one LLM rerank of the top N, :mod:`neusym.query.rerank`) with the configured LLM (default settings: the
-offline Qwen2.5-Coder-1.5B GGUF on the CPU) next to the default mode, on a seeded random subset of
-the concise questions of each split (``--rerank-max`` per split, seed ``--rerank-seed``). The splits
-run in the order given (``--rerank-splits dev,test``); with several ``--rerank-n`` values, N is chosen
-on ``dev`` only (highest R@1, then R@5, then lower p50 latency) and only that N runs on ``test`` (also
-in a later ``--rerank-splits test`` run: the N chosen on dev is read back from the results file).
-Writes ``benchmarks/results/paper_search_rerank.json`` (``--rerank-out``; sections of other splits
-from an earlier run are kept). Usage: ``python benchmarks/paper_search/bench.py --rerank
-[--rerank-splits dev,test] [--rerank-n 5,10] [--rerank-max 40]``
+The accurate mode (an LLM-written hypothetical abstract joins the query) has its own benchmark:
+``hyde.py`` next to this file.
 """
 
 from __future__ import annotations
@@ -188,21 +180,8 @@ def sync_timing(corpus_dir: Path, size: str) -> dict:
     }
 
 
-# ---------------------------------------------------------------------------------- accurate mode
-class RecordingLLM:
-    """Passes every ``chat`` to the real LLM and keeps the replies (token usage, seconds) for the report."""
-
-    def __init__(self, llm):
-        self.llm = llm
-        self.replies: list = []
-
-    def chat(self, messages, **kwargs):
-        reply = self.llm.chat(messages, **kwargs)
-        self.replies.append(reply)
-        return reply
-
-
-def rerank_subset(questions: list[dict], split: str, k: int, seed: int) -> list[dict]:
+# ------------------------------------------------------------------------- question subsets, recall
+def question_subset(questions: list[dict], split: str, k: int, seed: int) -> list[dict]:
     """A seeded random subset of at most ``k`` questions of ``split`` (file order kept)."""
     pool = [q for q in questions if q["split"] == split]
     keep = {q["qid"] for q in random.Random(f"{seed}:{split}").sample(pool, min(k, len(pool)))}
@@ -220,149 +199,6 @@ def _rank(hits, gold: str) -> int | None:
     return ids.index(gold) if gold in ids else None
 
 
-def evaluate_accurate(index: PaperIndex, questions: list[dict], n: int, llm: RecordingLLM, settings) -> dict:
-    """Default vs accurate mode on ``questions``: R@1/5/10, latency percentiles (ms), LLM usage, and
-    per question the gold's rank in both modes (0-based, None = not in the top 10)."""
-    from neusym.query.paper_search import search_papers
-
-    fused_ranks, acc_ranks, fused_lat, acc_lat, loads, rows = [], [], [], [], [], []
-    fallbacks = 0
-    for i, q in enumerate(questions):
-        t0 = time.perf_counter()
-        fused = search_papers(q["question"], index=index, settings=settings, limit=10)
-        fused_lat.append((time.perf_counter() - t0) * 1000)
-        before = len(llm.replies)
-        t0 = time.perf_counter()
-        hits = search_papers(q["question"], index=index, settings=settings, limit=10, mode="accurate",
-                             rerank_top_n=n, llm=llm)
-        acc_lat.append((time.perf_counter() - t0) * 1000)
-        loads.append(os.getloadavg()[0])
-        info = hits[0].rerank if hits else None
-        if info is not None and not info.applied:
-            fallbacks += 1
-        reply = llm.replies[-1] if len(llm.replies) > before else None
-        fr, ar = _rank(fused, q["anthology_id"]), _rank(hits, q["anthology_id"])
-        fused_ranks.append(fr)
-        acc_ranks.append(ar)
-        rows.append({"qid": q["qid"], "fused_rank": fr, "accurate_rank": ar,
-                     "llm_order": [h.rerank.fused_rank for h in hits if h.rerank and h.rerank.llm_rank][:n],
-                     "note": info.note if info else None, "reply": reply.text[:200] if reply else None,
-                     "prompt_tokens": reply.prompt_tokens if reply else 0,
-                     "completion_tokens": reply.completion_tokens if reply else 0,
-                     "ms": round(acc_lat[-1], 1)})
-        print(f"  [{i + 1}/{len(questions)}] {q['qid']} N={n} fused rank {fr} -> accurate {ar} "
-              f"({acc_lat[-1] / 1000:.1f} s, load {loads[-1]:.1f}){' FALLBACK ' + info.note if info and info.note else ''}",
-              flush=True)
-
-    def lat(values: list[float]) -> dict:
-        return {"p50": round(pct(values, 0.5), 1), "p95": round(pct(values, 0.95), 1), "max": round(max(values), 1)}
-
-    top1 = [(f == 0, a == 0) for f, a in zip(fused_ranks, acc_ranks)]
-    return {
-        "N": n,
-        "default": {**_recall(fused_ranks), "latency_ms": lat(fused_lat)},
-        "accurate": {**_recall(acc_ranks), "latency_ms": lat(acc_lat)},
-        "rank1_fixed": sum(1 for f, a in top1 if a and not f),
-        "rank1_broken": sum(1 for f, a in top1 if f and not a),
-        "fallbacks": fallbacks,
-        "prompt_tokens_mean": round(sum(r["prompt_tokens"] for r in rows) / len(rows), 1),
-        "completion_tokens_mean": round(sum(r["completion_tokens"] for r in rows) / len(rows), 1),
-        "load_avg_1min": {"mean": round(sum(loads) / len(loads), 2), "max": round(max(loads), 2)},
-        "questions": rows,
-    }
-
-
-def _choose_n(per_n: dict[int, dict]) -> int:
-    """The dev choice: highest accurate R@1, then R@5, then lower p50 latency."""
-    return max(per_n, key=lambda n: (per_n[n]["accurate"]["R@1"], per_n[n]["accurate"]["R@5"],
-                                     -per_n[n]["accurate"]["latency_ms"]["p50"]))
-
-
-def run_rerank(args) -> None:
-    """The ``--rerank`` benchmark (see the module docstring)."""
-    from neusym.llm.chat import make_llm
-    from neusym.encode import get_encoder
-    from neusym.query.rerank import rerank_hits
-    from neusym.store.paper_index import PaperHit
-    from neusym.settings import Settings
-
-    settings = Settings()
-    get_encoder(settings).warm_up()
-    splits = [s.strip() for s in args.rerank_splits.split(",") if s.strip()]
-    out = args.rerank_out
-    old = json.loads(out.read_text()) if out.exists() else {}
-    chosen: int | None = (old.get("splits", {}).get("dev") or {}).get("chosen_N") if "dev" not in splits else None
-    if args.rerank_n:
-        ns = [int(x) for x in args.rerank_n.split(",") if x.strip()]
-    else:
-        ns = [chosen or 10]
-    if chosen is not None and ns != [chosen]:
-        raise SystemExit(f"{out} says N={chosen} was chosen on dev; run test with that N (or run dev again)")
-    questions = load_questions(QUESTION_SETS["concise"])
-    llm = RecordingLLM(make_llm(settings))
-    backend = type(llm.llm).__name__
-    t0 = time.perf_counter()  # model load + one warm-up call, excluded from latency
-    dummy = [PaperHit(paper_id=str(i), title=f"Paper {i}", venue=None, year=None, authors=[], score=0.0,
-                      snippet="An abstract.") for i in range(2)]
-    warm = rerank_hits("warm up", dummy, settings=settings, llm=llm, top_n=2)
-    warm_s = time.perf_counter() - t0
-    print(f"LLM {backend} ({settings.llm_base_url or settings.llm_model}) warm-up {warm_s:.1f} s, applied {warm.applied}",
-          flush=True)
-    result: dict = {
-        "description": "Accurate paper search (search_papers mode='accurate': fused search + one listwise LLM rerank "
-                       "of the top N by title + abstract) vs the default mode, 2.5k corpus (metadata only), on a seeded "
-                       "random subset of the concise questions of each split. Latency per query in ms, models loaded "
-                       "(LLM load + warm-up excluded). N chosen on dev only.",
-        "llm": {"backend": backend, "model": settings.llm_model if settings.llm_base_url else "qwen2.5-coder-1.5b-instruct "
-                "Q4_K_M GGUF (offline, llama.cpp)", "endpoint": settings.llm_base_url,
-                "temperature": settings.llm_temperature, "context_tokens": settings.llm_context_tokens,
-                "threads": settings.llm_threads, "candidate_tokens": settings.search_rerank_candidate_tokens,
-                "warm_up_s": round(warm_s, 1)},
-        "subset": {"questions_file": "benchmarks/paper_search/questions.jsonl", "max_per_split": args.rerank_max,
-                   "seed": args.rerank_seed, "sampler": "random.Random(f'{seed}:{split}').sample(split questions, k)"},
-        "splits": {},
-    }
-    def write() -> None:
-        merged = {**result, "chosen_N": chosen, "splits": {**old.get("splits", {}), **result["splits"]}}
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(merged, indent=1) + "\n")
-        print(f"wrote {out}", flush=True)
-
-    docs = load_docs(args.corpus_dir, "2.5k")
-    with tempfile.TemporaryDirectory() as tmp:
-        index = PaperIndex(EdgeBackend(Path(tmp) / "papers_edge"), settings)
-        stats = build(index, docs)
-        print(f"index: {stats}", flush=True)
-        result["papers"] = len(docs)
-        for split in splits:
-            qs = rerank_subset(questions, split, args.rerank_max, args.rerank_seed)
-            run_ns = ns if (split == "dev" or chosen is None) else [chosen]
-            if split != "dev" and chosen is None and len(ns) > 1:
-                raise SystemExit("several --rerank-n values need the dev split first (N is chosen on dev)")
-            entry: dict = {"questions": len(qs), "qids": [q["qid"] for q in qs],
-                           "split_size": sum(1 for q in questions if q["split"] == split),
-                           "load_avg_at_start": os.getloadavg()[0], "by_N": {}}
-            for n in run_ns:
-                print(f"[{split}] N={n}, {len(qs)} questions", flush=True)
-                r = evaluate_accurate(index, qs, n, llm, settings)
-                entry["by_N"][str(n)] = r
-                print(f"[{split}] N={n} default R@1/5/10 {r['default']['R@1']}/{r['default']['R@5']}/"
-                      f"{r['default']['R@10']} p50/p95 {r['default']['latency_ms']['p50']}/"
-                      f"{r['default']['latency_ms']['p95']} ms | accurate {r['accurate']['R@1']}/{r['accurate']['R@5']}/"
-                      f"{r['accurate']['R@10']} p50/p95 {r['accurate']['latency_ms']['p50']}/"
-                      f"{r['accurate']['latency_ms']['p95']} ms | fixed {r['rank1_fixed']} broken {r['rank1_broken']} "
-                      f"fallbacks {r['fallbacks']}", flush=True)
-            if split == "dev":
-                chosen = _choose_n({n: entry["by_N"][str(n)] for n in run_ns})
-                entry["chosen_N"] = chosen
-                print(f"[dev] chosen N = {chosen}", flush=True)
-            entry["load_avg_at_end"] = os.getloadavg()[0]
-            entry["index_build"] = stats
-            result["splits"][split] = entry
-            write()  # after each split (splits of an earlier run that this one did not redo are kept)
-        index.close()
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus-dir", type=Path, default=Path(os.environ.get("NEUSYM_ACL_CORPUS", "/work/shared/corpus/acl")))
@@ -371,17 +207,7 @@ def main() -> None:
     ap.add_argument("--engine-queries", type=int, default=20)
     ap.add_argument("--sync", action="store_true", help="also time sync_paper_index on the largest corpus, crawled")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "paper_search.json")
-    ap.add_argument("--rerank", action="store_true", help="benchmark the accurate mode (LLM rerank) instead")
-    ap.add_argument("--rerank-splits", default="dev,test")
-    ap.add_argument("--rerank-n", default=None, help="comma-separated N values (several: chosen on dev); default 10 "
-                    "on dev, and on test the N chosen on dev in --rerank-out")
-    ap.add_argument("--rerank-max", type=int, default=40, help="questions per split (seeded random subset)")
-    ap.add_argument("--rerank-seed", type=int, default=20250)
-    ap.add_argument("--rerank-out", type=Path, default=ROOT / "benchmarks" / "results" / "paper_search_rerank.json")
     args = ap.parse_args()
-    if args.rerank:
-        run_rerank(args)
-        return
 
     from neusym.encode import get_encoder
     from neusym.settings import Settings

@@ -241,23 +241,34 @@ def search(
     limit: int = typer.Option(10, "--limit", help="Number of papers."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits, best first."),
     accurate: bool = typer.Option(False, "--accurate", help="Accurate mode: the configured LLM (NEUSYM_LLM_BASE_URL, "
-                                  "else the offline model) reranks the top N hits (NEUSYM_SEARCH_RERANK_TOP_N, "
-                                  "default 10); one LLM call per query."),
+                                  "else the offline model) writes a hypothetical title + abstract of the paper you "
+                                  "describe, whose words and vector join the query (HyDE); one LLM call per query."),
 ) -> None:
     """Search papers across the corpus (titles, abstracts, full text when parsed): hybrid BM25 + MiniLM.
 
     Reads the paper index of the current corpus version (every `neusym ingest`, `crawl`, `enrich`
-    and DAG run publishes one). With --accurate, an LLM reorders the top hits from their titles and
-    abstracts (slower; if the LLM fails the fused order is kept and a note is printed on stderr).
+    and DAG run publishes one). With --accurate, an LLM first writes the abstract such a paper would
+    have and the search uses it too (seconds; the hypothetical title is printed on stderr, and the
+    `default` column / `default_rank` says where each paper was without it; if the LLM fails the
+    default ranking is kept and a note is printed on stderr).
     """
+    from rich.markup import escape
+
     from neusym.errors import NeusymError
-    from neusym.store.paper_index import close_paper_indexes
-    from neusym.query.paper_search import search_papers
+    from neusym.store.paper_index import close_paper_indexes, current_paper_index
 
     settings = _settings()
     try:
-        hits = search_papers(query, venue=venue, year=year, author=author, limit=limit, settings=settings,
-                             mode="accurate" if accurate else "default")
+        if accurate:
+            from neusym.query.hyde import accurate_search
+
+            result = accurate_search(current_paper_index(settings), query, venue=venue, year=year, author=author,
+                                     limit=limit, settings=settings)
+            hits = result.hits
+        else:
+            from neusym.query.paper_search import search_papers
+
+            hits = search_papers(query, venue=venue, year=year, author=author, limit=limit, settings=settings)
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
@@ -266,25 +277,26 @@ def search(
         raise typer.Exit(1)
     finally:
         close_paper_indexes()
-    note = next((h.rerank.note for h in hits if h.rerank is not None and h.rerank.note), None)
-    if note:
-        from rich.markup import escape
-
-        err.print(f"[yellow]note:[/yellow] {escape(note)}", highlight=False, soft_wrap=True)
+    if accurate and result.note:
+        err.print(f"[yellow]note:[/yellow] {escape(result.note)}", highlight=False, soft_wrap=True)
+    elif accurate and result.hypothesis is not None:
+        err.print(f"[dim]hypothetical paper ({result.hypothesis.seconds:.1f} s): "
+                  f"{escape(result.hypothesis.title or result.hypothesis.abstract[:120])}[/dim]",
+                  highlight=False, soft_wrap=True)
     if as_json:
         print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, default=str))
         return
     t = Table()
     cols = ("score", "title", "venue", "year", "authors", "snippet")
     if accurate:
-        cols = ("fused",) + cols
+        cols = ("default",) + cols
     for col in cols:
         t.add_column(col)
     for h in hits:
         row = [f"{h.score:.3f}", h.title, h.venue or "", str(h.year or ""), ", ".join(h.authors[:3]),
                (h.snippet or "")[:160]]
         if accurate:
-            row.insert(0, str(h.rerank.fused_rank) if h.rerank is not None else "")
+            row.insert(0, str(h.default_rank) if h.default_rank is not None else ">100")
         t.add_row(*row)
     console.print(t)
 

@@ -29,11 +29,12 @@ of :data:`DEFAULT_WEIGHTS`, chosen on the dev split of ``benchmarks/paper_search
 the abstract sentence (or tldr; the title when there is no abstract) closest to the query in MiniLM
 space. Full-text views (``bm25_body``, ``minilm_body``) only score papers whose sections were given.
 
-Accurate mode (:func:`neusym.query.paper_search.search_papers` with ``mode="accurate"``, ``neusym search --accurate``,
-``GET /search?mode=accurate``): the same fused search, then one call of the configured LLM reorders
-the top ``settings.search_rerank_top_n`` hits from their titles and abstracts (:mod:`neusym.query.rerank`,
-imported only in that mode); hits keep their fused score and snippet and carry :class:`RerankInfo`.
-With the offline 1.5B model it costs ~18 s per query and lowered R@1 (``benchmarks/paper_search``).
+Query expansion (``expansion=`` of :meth:`PaperIndex.rank` / :meth:`PaperIndex.search`): extra text
+that joins the query in every view: its words are added to the sparse (BM25) queries and its vector
+to the query's (normalised sum) in the dense views. The accurate mode (:mod:`neusym.query.hyde`:
+``neusym search --accurate``, ``GET /search?mode=accurate``) passes a hypothetical title + abstract
+written by the configured LLM (HyDE); hits then carry ``default_rank``, their place in the default
+ranking.
 
 Keeping it in step with the corpus (:func:`sync_paper_index`): every publish (``neusym ingest``,
 ``crawl``, ``enrich``, ``publish`` and the DAGs) reads every paper of the new version's database
@@ -172,30 +173,12 @@ class PaperDoc:
 
 
 @dataclass
-class RerankInfo:
-    """How the accurate mode (:func:`neusym.query.rerank.rerank_hits`) placed one hit.
-
-    ``applied``: the LLM's order was used for this search (False: the LLM failed or gave no usable
-    candidate numbers, so the fused order was kept; ``note`` says why). ``fused_rank``: 1-based
-    position in the fused (default-mode) ranking. ``llm_rank``: 1-based position the LLM gave the
-    paper among the numbers it named (None: not named, not among the top N candidates, or no
-    usable reply). ``top_n``: how many fused hits were sent to the LLM.
-    """
-
-    applied: bool
-    fused_rank: int
-    llm_rank: int | None = None
-    top_n: int = 0
-    note: str | None = None
-
-
-@dataclass
 class PaperHit:
     """One search result: the paper, its fused score (higher is better) and the best-matching sentence.
 
-    ``rerank`` is set only by the accurate mode (``search_papers(mode="accurate")``): the hit was
-    reranked by the LLM (see :class:`RerankInfo`); ``score`` and ``snippet`` stay those of the fused
-    search, so scores of a reranked list are not in descending order.
+    ``default_rank`` is set only by the accurate mode (:func:`neusym.query.hyde.accurate_search`): the
+    hit's 1-based place in the default mode's ranking of the same query and filters (None there too
+    when it is not among that ranking's first :data:`POOL` papers).
     """
 
     paper_id: str
@@ -207,14 +190,14 @@ class PaperHit:
     snippet: str
     anthology_id: str | None = None
     volume: str | None = None
-    rerank: RerankInfo | None = None
+    default_rank: int | None = None
 
     def to_dict(self) -> dict:
         """JSON-ready dict: paper_id, title, venue, year, authors, score, snippet, anthology_id, volume, and
-        ``rerank`` (a dict of :class:`RerankInfo`) only when the hit comes from the accurate mode."""
+        ``default_rank`` only when it is set (accurate mode)."""
         out = asdict(self)
-        if self.rerank is None:
-            out.pop("rerank")
+        if self.default_rank is None:
+            out.pop("default_rank")
         return out
 
 
@@ -605,20 +588,25 @@ class PaperIndex:
 
     # ------------------------------------------------------------------------------- search
     def search(self, query: str, *, venue: str | None = None, year: int | None = None, author: str | None = None,
-               limit: int = 10, config: SearchConfig | None = None, query_vector: list[float] | None = None) -> list[PaperHit]:
-        """Hybrid search; see :func:`neusym.query.paper_search.search_papers`. ``query_vector`` skips encoding (tests/benchmarks)."""
+               limit: int = 10, config: SearchConfig | None = None, query_vector: list[float] | None = None,
+               expansion: str | None = None) -> list[PaperHit]:
+        """Hybrid search; see :func:`neusym.query.paper_search.search_papers` and :meth:`rank`.
+        ``query_vector`` skips encoding (tests/benchmarks)."""
         ranking = self.rank(query, venue=venue, year=year, author=author, depth=limit, config=config,
-                            query_vector=query_vector)
+                            query_vector=query_vector, expansion=expansion)
         return self.hits(ranking, limit)
 
     def rank(self, query: str, *, venue: str | None = None, year: int | None = None, author: str | None = None,
              depth: int = 10, config: SearchConfig | None = None,
-             query_vector: list[float] | None = None) -> "Ranking":
+             query_vector: list[float] | None = None, expansion: str | None = None) -> "Ranking":
         """The fused ranking of ``query`` down to ``depth`` papers (point ids and fused scores, best
         first), without reading any paper back: :meth:`hits` turns its head into :class:`PaperHit`.
         Each view is scanned ``max(config.pool, depth)`` deep with the filters applied inside the
         collection. ``query_vector``: the MiniLM vector of the stripped query, when the caller
-        already has it. Raises ``ValueError`` for an empty query, a non-positive depth, a
+        already has it. ``expansion``: text that joins the query (e.g. a hypothetical abstract,
+        :mod:`neusym.query.hyde`): its words are added to the sparse queries, and its vector, encoded
+        by each dense view's encoder, is added to the query's (the sum normalised to unit length).
+        Raises ``ValueError`` for an empty query, a non-positive depth, a
         non-integer year, and a venue or author filter without letters or digits (``%``, ``*``:
         wildcards are not supported, and such a filter used to be silently dropped)."""
         if not isinstance(query, str) or not query.strip():
@@ -628,6 +616,7 @@ class PaperIndex:
         cfg = config or SearchConfig()
         spec = _FilterSpec.make(venue, year, author)
         text = strip_question(query) if cfg.strip_scaffold else query.strip()
+        extra = " ".join((expansion or "").split())
         if not self.backend.exists():
             return Ranking(text, query_vector, [])
         weights = {k: w for k, w in cfg.weights.items() if w}
@@ -635,17 +624,22 @@ class PaperIndex:
             weights = {k: w for k, w in weights.items() if k not in BODY_VIEWS}
         need_dense = any(v in weights for v in DENSE_VIEWS + MULTI_VIEWS)
         qvec = query_vector if query_vector is not None else (self._encode_query(text) if need_dense else None)
+        if qvec is not None and extra:
+            qvec = _unit_sum(qvec, self._encode_query(extra))
         body_qvec = qvec
         if "minilm_body" in weights and self.encoder is not None and self.encoder.retriever_id:
             body_qvec = encode_query(text, settings=self.settings)  # the full-text view holds cell-encoder vectors
+            if extra:
+                body_qvec = _unit_sum(body_qvec, encode_query(extra, settings=self.settings))
+        sparse_text = f"{text} {extra}" if extra else text
         requests: list[tuple[str, Any]] = []
         for view in weights:
             if view == "bm25" or view == "bm25_body":
-                sv = sparse_query_vector(paper_tokens(text))
+                sv = sparse_query_vector(paper_tokens(sparse_text))
                 if sv[0]:
                     requests.append((view, sv))
             elif view == "bm25_basic":
-                sv = sparse_query_vector(bm25_tokens(text))
+                sv = sparse_query_vector(bm25_tokens(sparse_text))
                 if sv[0]:
                     requests.append((view, sv))
             elif view == "minilm_body":
@@ -738,6 +732,15 @@ def _fuse(results: list[tuple[str, list[tuple[str, float]]]], weights: Mapping[s
     for pid in fused:
         fused[pid] += base
     return fused
+
+
+def _unit_sum(a: Sequence[float], b: Sequence[float]) -> list[float]:
+    """``a + b`` scaled to unit length (``a`` when the sum is the zero vector)."""
+    import numpy as np
+
+    v = np.asarray(a, dtype=np.float64) + np.asarray(b, dtype=np.float64)
+    norm = float(np.linalg.norm(v))
+    return (v / norm).tolist() if norm > 0 else list(a)
 
 
 def _snippet(payload: dict, vecs: dict, qvec: list[float] | None, text: str) -> str:
@@ -936,7 +939,6 @@ __all__ = [
     "PaperHit",
     "PaperIndex",
     "PaperIndexSyncReport",
-    "RerankInfo",
     "SearchConfig",
     "close_paper_indexes",
     "current_paper_index",

@@ -556,32 +556,33 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         author: str | None = Query(None, max_length=200, description="Author full name or last name."),
         limit: int = Query(10, ge=1, le=100, description="Papers returned."),
         mode: Literal["default", "accurate"] = Query(
-            "default", description="default: the hybrid search alone (tens of ms). accurate: then the configured "
-            "LLM reranks the top NEUSYM_SEARCH_RERANK_TOP_N hits (default 10) from their titles and abstracts: one "
-            "LLM call per query (seconds; if it fails the fused order is kept and rerank.note says why)."),
+            "default", description="default: the hybrid search alone (tens of ms). accurate: the configured LLM "
+            "first writes a hypothetical title and abstract of the paper asked for, whose words and vector join the "
+            "query (HyDE): one LLM call per query (seconds; if it fails the default ranking is kept and hyde.note "
+            "says why)."),
     ) -> Response:
         """Papers best matching ``q`` (hybrid BM25 + all-MiniLM-L6-v2 paper index, see
         :mod:`neusym.store.paper_index`), each with its score and the abstract sentence closest to the query,
         plus facet counts by venue and year over the top 100 papers matching the query and the
-        filters. Filters are applied inside the index, so every hit satisfies them. With
-        ``mode=accurate`` the top hits are reordered by the LLM (:mod:`neusym.query.rerank`, run in the
-        agent's pool, so it queues behind agent runs on the offline model); each hit then has
-        ``rerank`` (fused rank, LLM rank) and the response a ``rerank`` summary."""
+        filters (always those of the default ranking). Filters are applied inside the index, so every
+        hit satisfies them. With ``mode=accurate`` the LLM's hypothetical abstract joins the query
+        (:mod:`neusym.query.hyde`, run in the agent's pool, so it queues behind agent runs on the
+        offline model); each hit then has ``default_rank`` and the response a ``hyde`` summary (the
+        hypothetical title and abstract, whether they were used, the LLM's time)."""
         if not q.strip():
             raise BadRequest("q must not be blank")
-        if mode == "accurate" and not settings.llm_base_url and not settings.search_rerank_offline:
+        if mode == "accurate" and not settings.llm_base_url and not settings.search_accurate_offline:
             raise BadRequest("mode=accurate needs an LLM: set NEUSYM_LLM_BASE_URL to an OpenAI-compatible endpoint, "
-                             "or NEUSYM_SEARCH_RERANK_OFFLINE=true to rerank with the offline model in this process "
-                             "(about 20 s per query on 2 cores, one query at a time)")
+                             "or NEUSYM_SEARCH_ACCURATE_OFFLINE=true to use the offline model in this process "
+                             "(about 5 s per query on 2 cores, one query at a time)")
         if mode == "accurate":
             state.llm.check_room()
         started = time.perf_counter()
-        top_n = state.settings.search_rerank_top_n if mode == "accurate" else 0
+        filters = {"venue": venue or None, "year": year, "author": author or None}
 
         def work(served: ServedVersion) -> tuple:
-            filters = {"venue": venue or None, "year": year, "author": author or None}
             try:
-                found, pool = served.search_with_pool(q, **filters, limit=max(limit, top_n), pool=FACET_POOL)
+                found, pool = served.search_with_pool(q, **filters, limit=limit, pool=FACET_POOL)
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
             return served.number, found, pool
@@ -591,22 +592,23 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
                    "filters": {"venue": venue, "year": year, "author": author, "limit": limit}}
         if mode == "accurate":
             from neusym.llm.chat import CancellableLLM, make_llm
-            from neusym.query.paper_search import rerank_with_index
+            from neusym.query.hyde import accurate_search
 
-            def rerank(cancel: threading.Event) -> Any:
+            def expanded(cancel: threading.Event) -> Any:
                 with state.llm.hold(cancel) as held:
                     if not held:
                         return None
                     with state.holder.use() as served:
-                        return rerank_with_index(q, found, index=served.index, settings=state.settings, top_n=top_n,
-                                                 llm=CancellableLLM(make_llm(state.settings), cancel))
+                        return served.number, accurate_search(
+                            served.index, q, **filters, limit=limit, settings=state.settings,
+                            llm=CancellableLLM(make_llm(state.settings), cancel))
 
-            result = await state.run_until_disconnect("ask", request, rerank)
+            result = await state.run_until_disconnect("ask", request, expanded)
             if result is None or isinstance(result, Response):  # the client went away
                 return Response(status_code=499)
-            found = result.hits
-            payload["rerank"] = {"applied": result.applied, "note": result.note, "top_n": result.top_n,
-                                 "llm_seconds": result.seconds}
+            payload["version"], accurate = result
+            found = accurate.hits
+            payload["hyde"] = accurate.to_dict()
         payload.update({"hits": [{"rank": i + 1, **h.to_dict()} for i, h in enumerate(found[:limit])],
                         "facets": facet_counts(pool), "seconds": round(time.perf_counter() - started, 4)})
         # serialised here (the shape is SearchResponse, as documented): no second validation pass

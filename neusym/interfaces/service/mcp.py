@@ -178,7 +178,8 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
     @server.tool(annotations=read_only, description=(
         "Find papers of the corpus that match a description or keywords (hybrid keyword + semantic search over "
         "titles, abstracts and full texts), optionally only one venue, year or author. Returns paper_id, title, "
-        "venue, year, authors and the abstract sentence closest to the query."))
+        "venue, year, authors and the abstract sentence closest to the query. Works best when the query reads "
+        "like the paper's abstract would (its task, method, data and findings) rather than like a question."))
     async def search_papers(
         query: Annotated[str, Field(description="What the paper is about, or a question it answers.", min_length=1,
                                     max_length=1000)],

@@ -22,18 +22,6 @@ class Health(BaseModel):
                                 "runs N); only for callers with a valid API key, or when the service has none.")
 
 
-class HitRerank(BaseModel):
-    """How ``mode=accurate`` placed one hit (:class:`neusym.store.paper_index.RerankInfo`)."""
-
-    applied: bool = Field(description="The LLM's order was used (false: LLM failed or its reply was unusable, "
-                          "fused order kept).")
-    fused_rank: int = Field(description="1-based position in the default (fused) ranking.")
-    llm_rank: int | None = Field(None, description="1-based position the LLM gave the paper (null: not named by it "
-                                 "or not among the reranked candidates).")
-    top_n: int = Field(description="Fused hits sent to the LLM.")
-    note: str | None = Field(None, description="Why the fused order was kept, when it was.")
-
-
 class SearchHit(BaseModel):
     """One paper of ``GET /search``."""
 
@@ -48,16 +36,21 @@ class SearchHit(BaseModel):
     snippet: str = Field(description="The abstract sentence (or TL;DR, or title) closest to the query.")
     anthology_id: str | None = None
     volume: str | None = None
-    rerank: HitRerank | None = Field(None, description="Only with mode=accurate: how the LLM rerank placed the hit.")
+    default_rank: int | None = Field(None, description="Only with mode=accurate: the paper's 1-based place in the "
+                                     "default ranking (absent when below its first 100).")
 
 
-class SearchRerank(BaseModel):
-    """``GET /search?mode=accurate``: what the LLM rerank did for this query."""
+class SearchHyde(BaseModel):
+    """``GET /search?mode=accurate``: the hypothetical paper the LLM wrote and whether it was used."""
 
-    applied: bool
-    note: str | None = None
-    top_n: int
+    applied: bool = Field(description="The hypothesis joined the query (false: the LLM failed or its reply was "
+                          "unusable; the hits are the default ranking's).")
+    note: str | None = Field(None, description="Why the default ranking was kept, when it was.")
+    title: str | None = Field(None, description="The hypothetical title (null when the LLM call failed).")
+    abstract: str | None = Field(None, description="The hypothetical abstract (null when the LLM call failed).")
     llm_seconds: float = Field(description="Wall time of the LLM call.")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
 
 
 class FacetValue(BaseModel):
@@ -86,7 +79,7 @@ class SearchResponse(BaseModel):
     hits: list[SearchHit]
     facets: Facets
     seconds: float
-    rerank: SearchRerank | None = Field(None, description="Only with mode=accurate.")
+    hyde: SearchHyde | None = Field(None, description="Only with mode=accurate.")
 
 
 class AskRequest(BaseModel):
