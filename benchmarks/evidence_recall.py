@@ -63,12 +63,12 @@ def found_in(quote: str, text: str) -> bool:
     return covered >= 0.9 and all(n in have for n in numbers)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", type=Path, default=REPO / "benchmarks" / "airqa_dev",
-                    help="a question set folder: questions.jsonl, evidence.jsonl, splits.json (optional)")
-    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "evidence_recall.json")
-    args = ap.parse_args()
+def measure(set_dir: Path, settings=None) -> list[dict]:
+    """One row per item of ``set_dir`` with gold quotes (single and several papers): its split,
+    task, category, route, whether every quote is found at each of :data:`STAGES`, how many quotes
+    are in the context, and ``context_sha`` (the first 12 hex digits of the context's SHA-256, to
+    tell which items two retrieval settings give a different context)."""
+    import hashlib
 
     from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
     from neusym.evaluation.runner import PaperResolver, load_questions
@@ -77,14 +77,13 @@ def main() -> None:
     from neusym.query.agent.router import question_facts, route_question
     from neusym.settings import Settings
 
-    settings = Settings()
-    questions = load_questions(args.set / "questions.jsonl")
+    settings = settings or Settings()
+    questions = load_questions(set_dir / "questions.jsonl")
     evidence = {json.loads(line)["uuid"]: json.loads(line)
-                for line in (args.set / "evidence.jsonl").read_text().splitlines() if line.strip()}
-    splits_file = args.set / "splits.json"
+                for line in (set_dir / "evidence.jsonl").read_text().splitlines() if line.strip()}
+    splits_file = set_dir / "splits.json"
     splits = json.loads(splits_file.read_text()) if splits_file.is_file() else {}
     rows = []
-    started = time.perf_counter()
     with Environment(settings) as env:
         resolver = PaperResolver(env)
         for q in questions:
@@ -113,7 +112,14 @@ def main() -> None:
             rows.append({"uuid": q.uuid, "split": splits.get(q.uuid, "all"), "task": kind, "category": category,
                          "route": route,
                          "quotes": len(quotes), **{stage: all(v) for stage, v in found.items()},
-                         "quotes_in_context": sum(found["context"])})
+                         "quotes_in_context": sum(found["context"]),
+                         "context_sha": hashlib.sha256(context.encode()).hexdigest()[:12]})
+    return rows
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Share of items whose every quote is found, per stage, per split and group (all, each category,
+    several papers, routed focused)."""
     summary: dict = {}
     for split in sorted({r["split"] for r in rows}):
         groups: dict[str, list] = defaultdict(list)
@@ -127,6 +133,22 @@ def main() -> None:
                     groups["routed focused"].append(r)
         summary[split] = {g: {"n": len(rs), **{s: round(sum(r[s] for r in rs) / len(rs), 3) for s in STAGES}}
                           for g, rs in sorted(groups.items())}
+    return summary
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", type=Path, default=REPO / "benchmarks" / "airqa_dev",
+                    help="a question set folder: questions.jsonl, evidence.jsonl, splits.json (optional)")
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "evidence_recall.json")
+    args = ap.parse_args()
+
+    from neusym.settings import Settings
+
+    settings = Settings()
+    started = time.perf_counter()
+    rows = measure(args.set, settings)
+    summary = summarize(rows)
     out = {"benchmark": "evidence_recall", "command": f"python benchmarks/evidence_recall.py --set {args.set.name}",
            "set": str(args.set.relative_to(REPO)) if args.set.is_relative_to(REPO) else str(args.set),
            "corpus": str(settings.home), "items": len(rows), "seconds": round(time.perf_counter() - started, 1),

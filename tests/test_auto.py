@@ -652,6 +652,37 @@ def test_the_table_slot_takes_the_table_whose_numbers_an_excerpt_quotes(corpus_s
         assert _table_the_excerpts_quote(candidates, [prose], env) == keys["Table 1"]
 
 
+POPQA_PDF = SAMPLES / "acl2023_2023.acl-long.478_PopQA-WhenNotToTrustLMs.pdf"
+
+
+def test_a_first_keyword_hit_is_not_pushed_out_by_middling_dense_agreement(corpus_settings, ids, monkeypatch):
+    """Within one paper the MiniLM lists weigh half of the BM25 lists (DENSE_LIST_WEIGHT): the chunk
+    that holds the answer sentence is BM25's first hit for the question, and with equal weights the
+    chunks both lists rank 2nd-6th took all four places."""
+    from neusym.encode import BM25_COLLECTION
+    from neusym.query.agent import auto
+
+    sentence = "we use 15-shot prompting for all mod- els in the GPT-neo and OPT series"  # as printed
+    assert sentence in " ".join(pdf_text(POPQA_PDF).split())
+    q = ("In the PopQA paper's evaluation of parametric memory, how many in-context examples are used in the "
+         "prompts for the GPT-neo and OPT models, and how many for GPT-3?")
+    paper = [(ids["When Not to Trust Language Models"], "When Not to Trust Language Models")]
+
+    def context(weight: float) -> tuple[list, str]:
+        monkeypatch.setattr(auto, "DENSE_LIST_WEIGHT", weight)
+        trace: list = []
+        with Environment(corpus_settings) as env:
+            _, text = auto.focused_context(q, paper, {"modality": []}, env, trace=trace)
+        return trace, " ".join(text.split())
+
+    trace, shipped = context(auto.DENSE_LIST_WEIGHT)
+    bm25_chunks = next(t for t in trace if t["collection"] == BM25_COLLECTION and t["view"] == "chunks.text_content")
+    assert "15-shot" in bm25_chunks["hits"][0]["text"]
+    assert "15-shot prompting" in shipped
+    _, equal = context(1.0)
+    assert "15-shot prompting" not in equal
+
+
 def test_merged_columns_and_multi_column_labels_of_real_tables():
     from neusym.query.agent.tableops import apply_operation, label_parts, parse_table, shaped_answer
 

@@ -137,6 +137,10 @@ FOCUS_VIEWS = [  # (table, column, collections, modality)
 RRF_K = 60
 #: Hits of each retrieval list of :data:`FOCUS_VIEWS` that the fusion ranks.
 LIST_HITS = 6
+#: Weight of the dense (MiniLM) lists against the BM25 lists of the same view: within one paper,
+#: the gold sentence is in a BM25 list far more often than in a MiniLM one, and equal weights let a
+#: cell both lists ranked middling push out a BM25 first hit (benchmarks/results/evidence_fusion.json).
+DENSE_LIST_WEIGHT = 0.5
 OFF_MODALITY_WEIGHT = 0.35
 EVIDENCE_ITEMS = 4
 EVIDENCE_CHARS = 650
@@ -153,7 +157,8 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
     :data:`FOCUS_VIEWS` (6 hits each, filtered to the papers), fused by weighted reciprocal rank
     (w / (60 + rank)): text lists w = 1, table / figure / formula lists w = 1 when the question
     names that modality, else :data:`OFF_MODALITY_WEIGHT` (a paper's few figure captions would
-    otherwise top every question).
+    otherwise top every question); a MiniLM list has :data:`DENSE_LIST_WEIGHT` times the weight of
+    the BM25 list of its view.
 
     Several papers (a question comparing or joining them): each paper is searched on its own and
     gets :data:`EVIDENCE_PER_PAPER` cells (the first :data:`MAX_FOCUSED_PAPERS` papers), in the order
@@ -175,8 +180,9 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
     fused: dict[tuple[str, str], float] = {}
     cells: dict[tuple[str, str], dict] = {}
     for table, column, collections, kind in FOCUS_VIEWS:
-        weight = 1.0 if kind == "text" or kind in modality else OFF_MODALITY_WEIGHT
+        view_weight = 1.0 if kind == "text" or kind in modality else OFF_MODALITY_WEIGHT
         for collection in collections:
+            weight = view_weight * (DENSE_LIST_WEIGHT if collection == DENSE_COLLECTION else 1.0)
             try:
                 hits = env.search(question, collection, table, column, flt, LIST_HITS)
             except NeusymError:
