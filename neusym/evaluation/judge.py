@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from neusym.errors import NeusymError
+from neusym.llm.prompts import prompt_sections
 
 logger = logging.getLogger(__name__)
 
 CACHE_FILE = "judge_verdicts.sqlite"
 _PLACEHOLDER_RE = re.compile(r"\{\{\s*(\w+)\s*\}\}")
 _VERSION_RE = re.compile(r"version\s*:\s*([\w.\-]+)", re.I)
-_SECTION_RE = re.compile(r"^<!--\s*(system|user)\s*-->\s*$", re.M | re.I)
 
 
 class JudgeError(NeusymError):
@@ -103,11 +103,7 @@ def parse_prompt(name: str, text: str) -> JudgePrompt:
     version = _VERSION_RE.search(text.split("\n", 1)[0])
     if not version:
         raise JudgePromptError(f"judge prompt {name!r}: first line must be a comment with 'version: N'")
-    parts: dict[str, str] = {}
-    markers = list(_SECTION_RE.finditer(text))
-    for i, marker in enumerate(markers):
-        end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-        parts[marker.group(1).lower()] = text[marker.end() : end].strip()
+    parts = prompt_sections(text)
     if "user" not in parts:
         raise JudgePromptError(f"judge prompt {name!r}: missing '<!-- user -->' section")
     return JudgePrompt(name=name, version=version.group(1), system=parts.get("system", ""), user=parts["user"])

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Any
 
+from neusym.llm.prompts import prompt_sections
 from neusym.settings import Settings, get_settings
 from neusym.store.paper_index import POOL, PaperHit, PaperIndex, SearchConfig, point_id_for_paper
 
@@ -49,7 +50,6 @@ HYPOTHESIS_SCHEMA = {
 }
 """Reply shape requested from the LLM (OpenAI ``response_format`` / llama.cpp grammar)."""
 
-_SECTION = re.compile(r"^<!--\s*(system|user)\s*-->\s*$", re.MULTILINE)
 _PROMPT: list[tuple[str, str]] = []
 _PROMPT_LOCK = threading.Lock()
 
@@ -106,11 +106,7 @@ def load_prompt() -> tuple[str, str]:
     with _PROMPT_LOCK:
         if not _PROMPT:
             text = resources.files("neusym").joinpath("prompts", PROMPT_FILE).read_text(encoding="utf-8")
-            markers = list(_SECTION.finditer(text))
-            parts: dict[str, str] = {}
-            for i, m in enumerate(markers):
-                end = markers[i + 1].start() if i + 1 < len(markers) else len(text)
-                parts[m.group(1)] = text[m.end():end].strip()
+            parts = prompt_sections(text)
             if "system" not in parts or "user" not in parts:
                 raise ValueError(f"prompt {PROMPT_FILE}: needs '<!-- system -->' and '<!-- user -->' sections")
             _PROMPT.append((parts["system"], parts["user"]))
@@ -218,7 +214,7 @@ def accurate_search(index: PaperIndex, query: str, *, venue: str | None = None, 
         hits = [replace(h, default_rank=i) for i, h in enumerate(default_hits, 1)]
         return AccurateResult(hits, False, note, None, round(time.monotonic() - started, 3), default_hits)
     ranking = index.rank(query, venue=venue, year=year, author=author, depth=limit, config=config,
-                         expansion=hypothesis.text)
+                         query_vector=default.query_vector, expansion=hypothesis.text)  # the question encoded once
     hits = [replace(h, default_rank=default_rank.get(point_id_for_paper(h.paper_id)))
             for h in index.hits(ranking, limit)]
     return AccurateResult(hits, True, None, hypothesis, round(time.monotonic() - started, 3), default_hits)
