@@ -324,25 +324,46 @@ MAX_BODY_BYTES = 1 << 20
 """Largest request body accepted (1 MiB; a /sql or /ask body is a few KB): larger ones are a 413."""
 
 
+DRAIN_BYTES = 64 << 20
+"""Most bytes of a refused body read and thrown away before the 413 is sent (64 MiB)."""
+
+DRAIN_SECONDS = 10.0
+"""Longest time spent reading and throwing away a refused body before the 413 is sent."""
+
+
 class BodyLimit:
     """ASGI middleware: a request body over ``max_bytes`` is answered 413 (by its Content-Length
-    before anything is read, or while a chunked body streams in) and never reaches a route."""
+    before the app sees it, or while a chunked body streams in) and never reaches a route.
 
-    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES):
+    Before the 413 is sent, the rest of the body is read and thrown away (up to ``drain_bytes``
+    and ``drain_seconds``; never buffered): the answer closes the connection, and closing a socket
+    with unread bytes in it makes the kernel send a reset that can destroy the 413 before the
+    client has read it (a client such as httpx sends its whole body before reading). A client
+    that sent ``Expect: 100-continue`` has sent no body yet and gets the 413 at once; a body
+    past the drain limits gets it at once too (it may then see a reset instead)."""
+
+    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES, drain_bytes: int = DRAIN_BYTES,
+                 drain_seconds: float = DRAIN_SECONDS):
         self.app = app
         self.max_bytes = int(max_bytes)
+        self.drain_bytes = int(drain_bytes)
+        self.drain_seconds = float(drain_seconds)
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        for name, value in scope.get("headers") or []:
+        headers = scope.get("headers") or []
+        expects_continue = any(n == b"expect" and v.lower() == b"100-continue" for n, v in headers)
+        for name, value in headers:
             if name == b"content-length":
                 try:
-                    too_large = int(value) > self.max_bytes
+                    declared = int(value)
                 except ValueError:
-                    too_large = False
-                if too_large:
+                    declared = 0
+                if declared > self.max_bytes:
+                    if not expects_continue and declared <= self.drain_bytes:
+                        await self._drain(receive, 0)
                     await self._refuse(send)
                     return
         seen = 0
@@ -358,6 +379,8 @@ class BodyLimit:
                 if seen > self.max_bytes:  # a chunked body: answer now, the app sees a client that left
                     refused = True
                     if not started:
+                        if message.get("more_body"):
+                            await self._drain(receive, seen)
                         await self._refuse(send)
                     return {"type": "http.disconnect"}
             return message
@@ -375,6 +398,21 @@ class BodyLimit:
         except Exception:
             if not refused:
                 raise
+
+    async def _drain(self, receive: Callable, seen: int) -> None:
+        """Read and drop the body's remaining messages until it ends, the client leaves, or the
+        drain limits are reached (``seen`` bytes were read already)."""
+        try:
+            async with asyncio.timeout(self.drain_seconds):
+                while seen <= self.drain_bytes:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return
+                    seen += len(message.get("body", b""))
+                    if not message.get("more_body"):
+                        return
+        except TimeoutError:
+            return
 
     async def _refuse(self, send: Callable) -> None:
         body = json.dumps({"detail": f"request body larger than {self.max_bytes:,} bytes"}).encode()
