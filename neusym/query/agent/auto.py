@@ -364,7 +364,15 @@ def worked_computation(question: str) -> bool:
     return len(literals) >= 2 and (asks_to_compute(q) or bool(_WORKED_ASK.search(q)))
 
 
-def answer_schema(answer_format: str | None, *, compute: bool = False, worked: bool = False) -> dict:
+READER = "direct"
+"""How the focused route's reader answers: ``"direct"`` (the answer at once) or ``"quote"`` (first
+``"quote"``: the evidence sentence or table row that states the answer, copied; then the answer)."""
+
+_QUOTE = {"type": "string", "maxLength": 400}
+
+
+def answer_schema(answer_format: str | None, *, compute: bool = False, worked: bool = False,
+                  quote: bool = False) -> dict:
     """The JSON schema of the focused answer: ``{"answer": <value>, "evidence": [excerpt numbers]}``
     with ``<value>`` typed as the answer format asks (:func:`neusym.query.agent.answer_format.shape_of`):
     a JSON array of exactly N strings / numbers / booleans for "a Python list of N elements", an
@@ -394,6 +402,9 @@ def answer_schema(answer_format: str | None, *, compute: bool = False, worked: b
         return {"type": "object", "properties": {"formula": {"type": "string", "maxLength": 300}, "answer": value,
                                                  "evidence": _EVIDENCE_NUMBERS},
                 "required": ["formula", "answer", "evidence"], "additionalProperties": False}
+    if quote:
+        return {"type": "object", "properties": {"quote": _QUOTE, "answer": value, "evidence": _EVIDENCE_NUMBERS},
+                "required": ["quote", "answer", "evidence"], "additionalProperties": False}
     return {"type": "object", "properties": {"answer": value, "evidence": _EVIDENCE_NUMBERS},
             "required": ["answer", "evidence"], "additionalProperties": False}
 
@@ -403,6 +414,12 @@ FOCUSED_SYSTEM = (
     "Reply with JSON: \"answer\" in exactly the required answer format, and \"evidence\": the numbers of the "
     "excerpts that support it. Copy names and numbers exactly as written in the evidence."
 )
+QUOTE_HINT = (
+    " First write \"quote\": the one sentence, or the one table row with its row name, of the evidence that "
+    "states the answer, copied word for word. Then take \"answer\" from that quote: the value for exactly the "
+    "item, setting and column the question names."
+)
+
 #: Added to :data:`FOCUSED_SYSTEM` only when the question asks for a computed value (difference, ratio,
 #: total, ...): otherwise the small model starts writing code for numbers it should copy. It names no
 #: numbers: with an example such as "(85.2 - 80.1) / 80.1 * 100" the model answered that example.
@@ -433,9 +450,11 @@ def focused_answer(question: str, answer_format: str | None, papers: list[tuple[
         user += f"\n[Check]: {note}"
     worked = worked_computation(question)
     compute = asks_to_compute(question) or worked
-    system = FOCUSED_SYSTEM + (WORKED_HINT if worked else COMPUTE_HINT if compute else "")
+    quote = READER == "quote" and not worked
+    system = FOCUSED_SYSTEM + (WORKED_HINT if worked else COMPUTE_HINT if compute else "") + (QUOTE_HINT if quote else "")
     reply = llm.chat([{"role": "system", "content": system}, {"role": "user", "content": user}],
-                     json_schema=answer_schema(answer_format, compute=compute, worked=worked), max_tokens=200)
+                     json_schema=answer_schema(answer_format, compute=compute, worked=worked, quote=quote),
+                     max_tokens=320 if quote else 200)
     try:
         data = json.loads(reply.text)
         answer = data.get("answer", "")

@@ -1,0 +1,130 @@
+"""The focused route's reader: how it answers from the context it is given (issue M).
+
+Usage (homes as for evidence_recall.py: the dev home holds the papers of benchmarks/airqa_dev, the
+blind home those of benchmarks/airqa_blind):
+    python benchmarks/reader.py --splits dev [--readers direct,quote] [--dev-home /tmp/cellhome] \\
+        [--blind-home /tmp/blindhome] [--work /tmp/reader] [--out benchmarks/results/reader.json]
+
+The questions of each split whose gold quotes all reach the focused route's context (``--items
+in-context``, the default; ``all`` takes every question) are answered with method ``auto`` and the
+offline model under each reader (:data:`neusym.query.agent.auto.READER`, set in the ``neusym eval run`` process; runs resume
+from ``--work``) and scored with ``neusym eval score``. Only the focused route has a reader, so the
+other routes' answers are the same under each. Whether the gold evidence is in the context is
+``evidence_recall.measure`` (no LLM): only on those items can a wrong answer be blamed on the reader,
+so they are what a reader is measured on. A reader is named by ``+``-joined parts: ``direct`` or
+``quote`` (:data:`neusym.query.agent.auto.READER`), and ``distinct`` when a list answer that repeats
+a value is read again (:data:`neusym.query.agent.verify.CHECK_REPEATS`). The first reader is the baseline; a reader is
+chosen on ``dev`` and only reported on ``test`` and ``blind``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from evidence_recall import measure  # noqa: E402
+
+RUNNER = ("import sys, neusym.query.agent.auto as a, neusym.query.agent.verify as v; "
+          "parts = sys.argv.pop(1).split('+'); a.READER = 'quote' if 'quote' in parts else 'direct'; "
+          "v.CHECK_REPEATS = 'distinct' in parts; from neusym.interfaces.cli import app; app()")
+CATEGORIES = ("text", "table", "image", "formula", "metadata")
+
+
+def run(questions: list[dict], home: Path, work: Path, name: str, reader: str) -> dict[str, dict]:
+    """Answer ``questions`` with method auto and ``reader`` (resuming a run of the same name) and score
+    them: uuid -> {"score", "answer", "seconds", "route", "completion_tokens"}."""
+    qfile, pred = work / f"{name}.questions.jsonl", work / f"{name}.pred.jsonl"
+    qfile.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
+    env = dict(os.environ, NEUSYM_HOME=str(home), HF_HUB_OFFLINE="1", NEUSYM_AGENT_MAX_TURNS="10")
+    subprocess.run([sys.executable, "-c", RUNNER, reader, "eval", "run", str(qfile), "--method", "auto",
+                    "--out", str(pred)], env=env, check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-c", RUNNER, reader, "eval", "score", str(qfile), str(pred), "--json"],
+                          env=env, check=True, capture_output=True, text=True)
+    (work / f"{name}.score.json").write_text(done.stdout)
+    preds = {}
+    for line in pred.read_text().splitlines():
+        if line.strip():
+            p = json.loads(line)
+            preds[p["uuid"]] = {"answer": p.get("answer"), "seconds": p.get("seconds"), "route": p.get("route"),
+                                "completion_tokens": p.get("completion_tokens")}
+    return {i["uuid"]: {"score": float(i["score"] or 0.0), **preds.get(i["uuid"], {})}
+            for i in json.loads(done.stdout)["items"]}
+
+
+def tally(rows: list[dict], reader: str) -> dict:
+    """Right answers of ``reader`` over ``rows``: overall, per category, by evidence in context."""
+    def right(rs: list[dict]) -> dict:
+        return {"n": len(rs), "right": round(sum(r["scores"][reader] for r in rs), 2)}
+
+    seconds = [r["seconds"][reader] for r in rows if r["seconds"].get(reader) is not None]
+    focused = [r["seconds"][reader] for r in rows if r["seconds"].get(reader) is not None and r["route"] == "focused"]
+    return {"all": right(rows),
+            **{c: right([r for r in rows if r["category"] == c]) for c in CATEGORIES},
+            "several papers": right([r for r in rows if r["several"]]),
+            "evidence in context": right([r for r in rows if r["in_context"] is True]),
+            "evidence not in context": right([r for r in rows if r["in_context"] is False]),
+            "no gold quote": right([r for r in rows if r["in_context"] is None]),
+            "seconds_p50": round(statistics.median(seconds), 1) if seconds else None,
+            "focused_seconds_p50": round(statistics.median(focused), 1) if focused else None}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--splits", default="dev", help="comma-separated: dev, test, blind")
+    ap.add_argument("--readers", default="direct,quote")
+    ap.add_argument("--items", choices=("in-context", "all"), default="in-context")
+    ap.add_argument("--dev-home", type=Path, default=Path("/tmp/cellhome"))
+    ap.add_argument("--blind-home", type=Path, default=Path("/tmp/blindhome"))
+    ap.add_argument("--work", type=Path, default=Path("/tmp/reader"))
+    ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "reader.json")
+    args = ap.parse_args()
+    from neusym.settings import Settings
+
+    readers = args.readers.split(",")
+    args.work.mkdir(parents=True, exist_ok=True)
+    out = json.loads(args.out.read_text()) if args.out.is_file() else {"benchmark": "reader", "splits": {}}
+    out.update(command=" ".join(["python", "benchmarks/reader.py"] + sys.argv[1:]), baseline=readers[0])
+    for split in args.splits.split(","):
+        set_dir = REPO / "benchmarks" / ("airqa_blind" if split == "blind" else "airqa_dev")
+        home = args.blind_home if split == "blind" else args.dev_home
+        splits_file = set_dir / "splits.json"
+        splits = json.loads(splits_file.read_text()) if splits_file.is_file() else {}
+        questions = [json.loads(line) for line in (set_dir / "questions.jsonl").read_text().splitlines()
+                     if line.strip()]
+        questions = [q for q in questions if splits.get(q["uuid"], "blind") == split
+                     and "retrieval" not in q.get("tags", [])]
+        started = time.perf_counter()
+        recall = {r["uuid"]: r for r in measure(set_dir, Settings(home=home))}
+        if args.items == "in-context":
+            questions = [q for q in questions if recall.get(q["uuid"], {}).get("context") is True]
+        scores = {reader: run(questions, home, args.work, f"{split}-{reader}", reader) for reader in readers}
+        rows = []
+        for q in questions:
+            tags = q.get("tags", [])
+            rows.append({"uuid": q["uuid"], "category": next((t for t in tags if t in CATEGORIES), "?"),
+                         "several": "multiple" in tags,
+                         "in_context": recall[q["uuid"]]["context"] if q["uuid"] in recall else None,
+                         "route": scores[readers[0]][q["uuid"]].get("route"),
+                         "scores": {r: scores[r][q["uuid"]]["score"] for r in readers},
+                         "answers": {r: scores[r][q["uuid"]].get("answer") for r in readers},
+                         "seconds": {r: scores[r][q["uuid"]].get("seconds") for r in readers}})
+        entry = {"home": str(home), "items": len(rows), "selection": args.items, "readers": {r: tally(rows, r) for r in readers},
+                 "changed": [r for r in rows if len(set(r["scores"].values())) > 1],
+                 "seconds": round(time.perf_counter() - started, 1)}
+        out["splits"][split] = entry
+        print(split, json.dumps(entry["readers"], indent=1), flush=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()
