@@ -11,9 +11,11 @@ offline model under each reader (:data:`neusym.query.agent.auto.READER`, set in 
 from ``--work``) and scored with ``neusym eval score``. Only the focused route has a reader, so the
 other routes' answers are the same under each. Whether the gold evidence is in the context is
 ``evidence_recall.measure`` (no LLM): only on those items can a wrong answer be blamed on the reader,
-so they are what a reader is measured on. A reader is named by ``+``-joined parts: ``direct`` or
-``quote`` (:data:`neusym.query.agent.auto.READER`), and ``distinct`` when a list answer that repeats
-a value is read again (:data:`neusym.query.agent.verify.CHECK_REPEATS`). The first reader is the baseline; a reader is
+so they are what a reader is measured on. A reader is named by ``+``-joined parts: ``direct`` (the
+answer in one constrained call), ``named`` when a list format that names its elements is asked for
+as an object with one key per name (:data:`neusym.query.agent.auto.NAMED_PARTS`), and ``distinct``
+when a list answer that repeats a value is read again (:data:`neusym.query.agent.verify.CHECK_REPEATS`). (A ``quote`` reader — copy the sentence or
+table row first, then answer — was measured at commit 3aa6ea6 and removed: dev 26 -> 22 of 43.) The first reader is the baseline; a reader is
 chosen on ``dev`` and only reported on ``test`` and ``blind``.
 """
 
@@ -34,8 +36,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from evidence_recall import measure  # noqa: E402
 
 RUNNER = ("import sys, neusym.query.agent.auto as a, neusym.query.agent.verify as v; "
-          "parts = sys.argv.pop(1).split('+'); a.READER = 'quote' if 'quote' in parts else 'direct'; "
-          "v.CHECK_REPEATS = 'distinct' in parts; from neusym.interfaces.cli import app; app()")
+          "parts = sys.argv.pop(1).split('+'); v.CHECK_REPEATS = 'distinct' in parts; a.NAMED_PARTS = 'named' in parts; "
+          "from neusym.interfaces.cli import app; app()")
+PARTS = {"direct", "distinct", "named"}
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 
 
@@ -80,7 +83,7 @@ def tally(rows: list[dict], reader: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--splits", default="dev", help="comma-separated: dev, test, blind")
-    ap.add_argument("--readers", default="direct,quote")
+    ap.add_argument("--readers", default="direct,direct+distinct")
     ap.add_argument("--items", choices=("in-context", "all"), default="in-context")
     ap.add_argument("--dev-home", type=Path, default=Path("/tmp/cellhome"))
     ap.add_argument("--blind-home", type=Path, default=Path("/tmp/blindhome"))
@@ -90,6 +93,9 @@ def main() -> None:
     from neusym.settings import Settings
 
     readers = args.readers.split(",")
+    unknown = {p for r in readers for p in r.split("+")} - PARTS
+    if unknown:
+        ap.error(f"unknown reader part(s) {sorted(unknown)}: the parts are {sorted(PARTS)}")
     args.work.mkdir(parents=True, exist_ok=True)
     out = json.loads(args.out.read_text()) if args.out.is_file() else {"benchmark": "reader", "splits": {}}
     out.update(command=" ".join(["python", "benchmarks/reader.py"] + sys.argv[1:]), baseline=readers[0])
@@ -117,7 +123,7 @@ def main() -> None:
                          "scores": {r: scores[r][q["uuid"]]["score"] for r in readers},
                          "answers": {r: scores[r][q["uuid"]].get("answer") for r in readers},
                          "seconds": {r: scores[r][q["uuid"]].get("seconds") for r in readers}})
-        entry = {"home": str(home), "items": len(rows), "selection": args.items, "readers": {r: tally(rows, r) for r in readers},
+        entry = {"command": out["command"], "home": str(home), "items": len(rows), "selection": args.items, "readers": {r: tally(rows, r) for r in readers},
                  "changed": [r for r in rows if len(set(r["scores"].values())) > 1],
                  "seconds": round(time.perf_counter() - started, 1)}
         out["splits"][split] = entry
