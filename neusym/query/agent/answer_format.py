@@ -35,7 +35,6 @@ from neusym.query.agent.cues import (
     FORMAT_INT as _INT,
     FORMAT_LIST as _LIST,
     FORMAT_LIST_LENGTH as _LIST_LEN,
-    FORMAT_PARTS as _PARTS,
 )
 
 _COUNTS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
@@ -85,47 +84,6 @@ def shape_of(answer_format: str | None) -> Shape:
     if not head or _FREE.search(head):
         return Shape("free")
     return Shape("str")
-
-
-def parts_of(answer_format: str | None) -> list[str] | None:
-    """The names a list format gives its elements, in order ("... a Python list of two integers:
-    [number of hard negatives, number of easy negatives]" -> the two phrases), or None when the
-    format is not a list, names no parts, or names a different number of parts than the length it
-    asks for. Commas inside a nested bracket or quotes do not split; names are cut to 80 characters
-    and made unique."""
-    shape = shape_of(answer_format)
-    if shape.kind != "list":
-        return None
-    m = _PARTS.search(" ".join((answer_format or "").split()))
-    if not m:
-        return None
-    parts, depth, quote, current = [], 0, "", ""
-    for ch in m.group("parts"):
-        if quote:
-            quote = "" if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "[(":
-            depth += 1
-        elif ch in "])":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(current)
-            current = ""
-            continue
-        current += ch
-    parts.append(current)
-    names: list[str] = []
-    for part in parts:
-        name = part.strip()[:80].strip()
-        if not name:
-            return None
-        while name in names:
-            name += " (2)"
-        names.append(name)
-    if len(names) < 2 or (shape.length is not None and len(names) != shape.length):
-        return None
-    return names
 
 
 def _calc(expr: str, computed: list) -> Any:

@@ -15,8 +15,7 @@ papers it is about and, only when those leave it open, one constrained LLM call,
   table contents and captions, figure captions and OCR text and equations, fused by reciprocal rank (SR-RAG), each chunk labelled with its enclosing section and cut around
   the sentences the question asks about, tables shown whole (caption + rows), figures with their
   OCR text; then ONE LLM call with a
-  compact prompt, its answer typed by the answer format (:func:`answer_schema`; a list whose format
-  names its elements is written as an object keyed by those names). Extremum, threshold
+  compact prompt, its answer typed by the answer format (:func:`answer_schema`). Extremum, threshold
   and gap (two columns) questions over a retrieved table are computed (:mod:`neusym.query.agent.tableops`:
   the model picks operation and columns, Python computes);
 - ``agent`` — the full NeuSym-RAG loop, for questions that name no paper and do not ask for one
@@ -42,7 +41,7 @@ from neusym.ingest.parse.cells import html_rows
 from neusym.query.agent.citations import citations_for, word_tokens
 from neusym.query.agent.results import Step
 from neusym.query.agent.symbolic import parse_intent, render_answer
-from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, settle_repeats, verify
+from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
 from neusym.query.agent.cues import (
     ASSIGNMENT as _ASSIGNMENT,
     COMPARE as _COMPARE,
@@ -365,41 +364,11 @@ def worked_computation(question: str) -> bool:
     return len(literals) >= 2 and (asks_to_compute(q) or bool(_WORKED_ASK.search(q)))
 
 
-NAMED_PARTS = True
-"""Whether a list format that names its elements is asked for as a JSON object with one key per
-name (:func:`neusym.query.agent.answer_format.parts_of`); ``benchmarks/reader.py`` measures both."""
-
-
-def answer_parts(answer_format: str | None) -> list[str] | None:
-    """The element names of a list format the focused answer is asked for by name (an object with one
-    key per name, turned back into the list by :func:`_unname`), or None."""
-    from neusym.query.agent.answer_format import parts_of
-
-    return parts_of(answer_format) if NAMED_PARTS else None
-
-
-def _part_schema(name: str) -> dict:
-    """A named element: an array when its name says it is a list ("a list of the three library
-    names"), else a string, number or boolean."""
-    if re.match(r"(?:an?\s+|the\s+)?(?:python\s+)?list\b", name, re.I):
-        return {"type": "array", "items": _ELEMENT, "maxItems": 20}
-    return _ELEMENT
-
-
-def _unname(answer: Any, parts: list[str] | None) -> Any:
-    """The list a named-parts answer stands for (values in the format's order; a missing name is None)."""
-    if parts and isinstance(answer, dict):
-        return [answer.get(name) for name in parts]
-    return answer
-
-
 def answer_schema(answer_format: str | None, *, compute: bool = False, worked: bool = False) -> dict:
     """The JSON schema of the focused answer: ``{"answer": <value>, "evidence": [excerpt numbers]}``
     with ``<value>`` typed as the answer format asks (:func:`neusym.query.agent.answer_format.shape_of`):
-    a JSON array of exactly N strings / numbers / booleans for "a Python list of N elements" — or,
-    when the list format names its elements ("[number of hard negatives, number of easy negatives]",
-    :func:`answer_parts`), a JSON object with one key per name, so each value is written under the
-    name of what it is —, an integer, a number, a boolean, else a string. Constraining a small model to a string when the
+    a JSON array of exactly N strings / numbers / booleans for "a Python list of N elements", an
+    integer, a number, a boolean, else a string. Constraining a small model to a string when the
     format asks for a list or a number made it write fragments such as ``:[`` or ``,27``.
     ``compute``: the question asks for a computed number, so a number may also be a string holding
     an arithmetic expression (list elements always may), computed afterwards by CalculateExpr.
@@ -410,11 +379,7 @@ def answer_schema(answer_format: str | None, *, compute: bool = False, worked: b
     shape = shape_of(answer_format)
     expression = {"type": "string", "maxLength": 200}
     value: dict = _TEXT
-    parts = answer_parts(answer_format)
-    if parts:
-        value = {"type": "object", "properties": {name: _part_schema(name) for name in parts},
-                 "required": parts, "additionalProperties": False}
-    elif shape.kind == "list":
+    if shape.kind == "list":
         value = {"type": "array", "items": _ELEMENT}
         if shape.length:
             value.update(minItems=shape.length, maxItems=shape.length)
@@ -473,7 +438,7 @@ def focused_answer(question: str, answer_format: str | None, papers: list[tuple[
                      json_schema=answer_schema(answer_format, compute=compute, worked=worked), max_tokens=200)
     try:
         data = json.loads(reply.text)
-        answer = _unname(data.get("answer", ""), answer_parts(answer_format))
+        answer = data.get("answer", "")
         answer = answer.strip() if isinstance(answer, str) else answer
         used = [cells[i - 1] for i in data.get("evidence", []) if isinstance(i, int) and 1 <= i <= len(cells)]
         if worked and not isinstance(answer, list):
@@ -595,7 +560,6 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
                       completion_tokens=reply2.completion_tokens, cached_tokens=reply2.cached_tokens))
         shaped2 = _conform(again, answer_format, add_step, compute)
         check2 = verify(again, _texts(used2 or cells), question=question, conformed=shaped2)
-        settle_repeats(check, check2)
         if check2.status != "fail" or len(check2.failed) < len(check.failed):
             answer, cited, check, shaped = again, used2 or cells[:2], check2, shaped2
         check.repaired = True

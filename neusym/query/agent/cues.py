@@ -501,17 +501,6 @@ FORMAT_FREE = cue(
     examples=['Your answer should be a LaTeX formula.'],
     counterexamples=['Your answer should be a single integer.'])
 
-FORMAT_PARTS = cue(
-    "format_parts", "answer_format", "answer_format",
-    r":\s*\[(?P<parts>[^\[\]]*(?:\[[^\[\]]*\][^\[\]]*)*)\]\s*\.?\s*$",
-    re.I,
-    rationale='A list format that names what each element is ("[number of hard negatives, number of easy '
-              'negatives]"): the answer is asked for as a JSON object with one key per named element, so the '
-              'model fills each slot by its name instead of writing an anonymous array.',
-    examples=['Your answer should be a Python list of two integers: [number of hard negatives, number of easy '
-              'negatives].'],
-    counterexamples=['Your answer should be a Python list of strings.'])
-
 FORMAT_HEAD = cue(
     "format_head", "answer_format", "answer_format",
     r"^\s*your answer should be\s+",
@@ -565,5 +554,4 @@ __all__ = ["CUES", "Cue", "ELEMENT_WORDS", "VENUES", "cue", "families", "familie
            "FORMAT_BOOL",
            "FORMAT_FREE",
            "FORMAT_HEAD",
-           "FORMAT_PARTS",
 ]

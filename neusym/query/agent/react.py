@@ -231,7 +231,7 @@ def _verify_and_repair(result: AgentResult, env: Environment, hits: list[dict], 
     (GenerateAnswer only) with the failed claims named."""
     from neusym.query.agent.answer_format import conform
     from neusym.query.agent.citations import citations_for
-    from neusym.query.agent.verify import settle_repeats, verify
+    from neusym.query.agent.verify import verify
 
     evidence = [s.observation for s in result.trajectory if s.observation] + [h.get("text") or "" for h in hits]
     shaped = conform(result.answer, answer_format)
@@ -257,7 +257,6 @@ def _verify_and_repair(result: AgentResult, env: Environment, hits: list[dict], 
                     on_step(step)
                 shaped2 = conform(action.parameters["answer"], answer_format)
                 again = verify(action.parameters["answer"], evidence, question=result.question, conformed=shaped2)
-                settle_repeats(check, again)
                 if again.status != "fail" or len(again.failed) < len(check.failed):
                     result.answer, check, shaped = action.parameters["answer"], again, shaped2
         except (ActionError, NeusymError):

@@ -16,9 +16,6 @@ SR-RAG's verification of intermediate answers, with DuckDB as the symbolic engin
   of two elements, ...), after :func:`neusym.query.agent.answer_format.conform` repaired what it could;
 - ``calc``: a number the answer wrote as an arithmetic expression was computed by CalculateExpr;
   the numbers checked against the evidence are then the expression's operands;
-- ``distinct``: the elements of a list answer differ from each other (a value given for two parts of
-  a question is most often the neighbouring value read twice); a repeat fails, so the focused route
-  reads again, and is left undecided when the second reading repeats it too (some answers are [5, 5]);
 - ``table``: the answer was computed over a table's column (the focused route's table operations,
   :mod:`neusym.query.agent.tableops`); the check records the operation (pass).
 
@@ -36,9 +33,6 @@ from typing import Any
 from neusym.query.agent.cues import (
     ASKS_TO_COMPUTE as _COMPUTE,
 )
-
-CHECK_REPEATS = True
-"""Whether the ``distinct`` check runs (``benchmarks/reader.py`` measures answers without it)."""
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.])|(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w])")
 _QUOTED = re.compile(r"[\"“]([^\"”]{3,120})[\"”]")
@@ -150,8 +144,6 @@ def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[
         ok = _norm(text) in titles
         checks.append(Check(text, "title", ok, "a title of the corpus" if ok else "no paper of the corpus has this title"))
         return Verification("pass" if ok else "fail", checks)
-    if CHECK_REPEATS:
-        checks.extend(_repeats(conformed.value if conformed is not None and conformed.ok else answer))
     joined = _norm("\n".join(evidence))
     compute = asks_to_compute(question)
     for value in dict.fromkeys(_numbers(text)):
@@ -182,37 +174,6 @@ def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[
     return Verification("fail" if any(c.ok is False for c in decided) else "pass", checks)
 
 
-def _repeats(answer: Any) -> list[Check]:
-    """A failed ``distinct`` check for each value a list answer gives more than once (strings compared
-    in the verifier's normal form, numbers by value)."""
-    if not isinstance(answer, (list, tuple)) or len(answer) < 2:
-        return []
-    counts: dict[Any, list] = {}
-    for value in answer:
-        if isinstance(value, bool) or value is None:
-            continue
-        key = float(value) if isinstance(value, (int, float)) else _norm(str(value))
-        if key != "":
-            counts.setdefault(key, [value, 0])[1] += 1
-    return [Check(str(value), "distinct", False,
-                  f"is given {count} times: each element of the list answers its own part of the question")
-            for value, count in counts.values() if count > 1]
-
-
-def settle_repeats(first: Verification, second: Verification) -> None:
-    """After a repair round: a ``distinct`` failure of ``second`` that ``first`` had too (the value
-    was repeated in both readings) becomes undecided, and ``second``'s status is recomputed."""
-    before = {c.claim for c in first.checks if c.kind == "distinct" and c.ok is False}
-    changed = False
-    for c in second.checks:
-        if c.kind == "distinct" and c.ok is False and c.claim in before:
-            c.ok, c.detail, changed = None, "repeated in a second reading too (not decided)", True
-    if changed:
-        decided = [c for c in second.checks if c.ok is not None]
-        second.status = ("unverifiable" if not decided else
-                         "fail" if any(c.ok is False for c in decided) else "pass")
-
-
 def normalised_titles(env: Any) -> set[str]:
     """The corpus's titles in the verifier's normal form (for the ``title`` check)."""
     from neusym.query.agent.symbolic import paper_catalog
@@ -220,4 +181,4 @@ def normalised_titles(env: Any) -> set[str]:
     return {_norm(t) for _, t, _ in paper_catalog(env)}
 
 
-__all__ = ["Check", "Verification", "asks_to_compute", "normalised_titles", "settle_repeats", "verify"]
+__all__ = ["Check", "Verification", "asks_to_compute", "normalised_titles", "verify"]
