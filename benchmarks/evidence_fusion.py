@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,9 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from evidence_recall import STAGES, measure, summarize  # noqa: E402
-
-RUNNER = ("import sys, neusym.query.agent.auto as a; a.DENSE_LIST_WEIGHT = float(sys.argv.pop(1)); "
-          "from neusym.interfaces.cli import app; app()")
+from reader import answer_with  # noqa: E402
 
 
 def recall(set_dir: Path, home: Path, weight: float) -> list[dict]:
@@ -50,15 +46,8 @@ def recall(set_dir: Path, home: Path, weight: float) -> list[dict]:
 def answer(questions: list[dict], home: Path, work: Path, name: str, weight: float) -> dict[str, float]:
     """Answer ``questions`` with method auto under ``weight`` (resuming a run of the same name), score
     them: uuid -> score."""
-    qfile, pred = work / f"{name}.questions.jsonl", work / f"{name}.pred.jsonl"
-    qfile.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
-    env = dict(os.environ, NEUSYM_HOME=str(home), HF_HUB_OFFLINE="1", NEUSYM_AGENT_MAX_TURNS="10")
-    subprocess.run([sys.executable, "-c", RUNNER, str(weight), "eval", "run", str(qfile), "--method", "auto",
-                    "--out", str(pred)], env=env, check=True, stdout=subprocess.DEVNULL)
-    done = subprocess.run([sys.executable, "-c", RUNNER, str(weight), "eval", "score", str(qfile), str(pred), "--json"],
-                          env=env, check=True, capture_output=True, text=True)
-    (work / f"{name}.score.json").write_text(done.stdout)
-    return {i["uuid"]: float(i["score"] or 0.0) for i in json.loads(done.stdout)["items"]}
+    done = answer_with(questions, home, work, name, [("neusym.query.agent.auto", "DENSE_LIST_WEIGHT", weight)])
+    return {uuid: item["score"] for uuid, item in done.items()}
 
 
 def main() -> None:

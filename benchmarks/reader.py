@@ -51,16 +51,18 @@ PARTS: dict[str, list[tuple[str, str, object]]] = {"direct": []}
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 
 
-def run(questions: list[dict], home: Path, work: Path, name: str, reader: str) -> dict[str, dict]:
-    """Answer ``questions`` with method auto and ``reader`` (resuming a run of the same name) and score
-    them: uuid -> {"score", "answer", "seconds", "route", "completion_tokens"}."""
+def answer_with(questions: list[dict], home: Path, work: Path, name: str,
+                constants: list[tuple[str, str, object]]) -> dict[str, dict]:
+    """Answer ``questions`` with method auto and the offline model in a ``neusym eval run`` process
+    where each (module, name, value) of ``constants`` is set (resuming a run of the same ``name`` in
+    ``work``), and score them: uuid -> {"score", "answer", "seconds", "route", "completion_tokens"}."""
     qfile, pred = work / f"{name}.questions.jsonl", work / f"{name}.pred.jsonl"
     qfile.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
     env = dict(os.environ, NEUSYM_HOME=str(home), HF_HUB_OFFLINE="1", NEUSYM_AGENT_MAX_TURNS="10")
-    constants = json.dumps([c for part in reader.split("+") for c in PARTS[part]])
-    subprocess.run([sys.executable, "-c", RUNNER, constants, "eval", "run", str(qfile), "--method", "auto",
+    setting = json.dumps(constants)
+    subprocess.run([sys.executable, "-c", RUNNER, setting, "eval", "run", str(qfile), "--method", "auto",
                     "--out", str(pred)], env=env, check=True, stdout=subprocess.DEVNULL)
-    done = subprocess.run([sys.executable, "-c", RUNNER, constants, "eval", "score", str(qfile), str(pred), "--json"],
+    done = subprocess.run([sys.executable, "-c", RUNNER, setting, "eval", "score", str(qfile), str(pred), "--json"],
                           env=env, check=True, capture_output=True, text=True)
     (work / f"{name}.score.json").write_text(done.stdout)
     preds = {}
@@ -122,7 +124,8 @@ def main() -> None:
         recall = {r["uuid"]: r for r in measure(set_dir, Settings(home=home))}
         if args.items == "in-context":
             questions = [q for q in questions if recall.get(q["uuid"], {}).get("context") is True]
-        scores = {reader: run(questions, home, args.work, f"{split}-{reader}", reader) for reader in readers}
+        scores = {reader: answer_with(questions, home, args.work, f"{split}-{reader}",
+                                      [c for part in reader.split("+") for c in PARTS[part]]) for reader in readers}
         rows = []
         for q in questions:
             tags = q.get("tags", [])
