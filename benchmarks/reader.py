@@ -1,10 +1,10 @@
 """The focused route's reader: how it answers from the context it is given (issue M).
 
-Usage (homes as for evidence_recall.py: the dev home holds the papers of benchmarks/airqa_dev, the
-blind home those of benchmarks/airqa_blind):
-    python benchmarks/reader.py --splits dev[,test,blind] [--readers direct[,VARIANT]] \\
+Usage (homes as for evidence_recall.py: the dev home holds the papers of benchmarks/airqa_dev (and
+so of benchmarks/airqa_tables), the blind home those of benchmarks/airqa_blind):
+    python benchmarks/reader.py --splits dev[,test,tables,blind] [--readers direct[,VARIANT]] \\
         [--dev-home /tmp/cellhome] [--blind-home /tmp/blindhome] [--work /tmp/reader] \\
-        [--items in-context|all] [--out benchmarks/results/reader.json]
+        [--items in-context|all] [--tags table] [--only UUIDS.json] [--out benchmarks/results/reader.json]
 
 The questions of each split whose gold quotes all reach the focused route's context (``--items
 in-context``, the default; ``all`` takes every question) are answered with method ``auto`` and the
@@ -44,11 +44,20 @@ from evidence_recall import measure  # noqa: E402
 RUNNER = ("import sys, json, importlib; "
           "[setattr(importlib.import_module(m), name, value) for m, name, value in json.loads(sys.argv.pop(1))]; "
           "from neusym.interfaces.cli import app; app()")
-#: Reader parts: the module constants (module, name, value) each sets in the answering process. A
+#: Reader parts: the module constants (module, name, value) each sets in the answering process (module
+#: ``env``: an environment variable, i.e. a setting such as NEUSYM_TABLE_ANSWER). A
 #: variant under measurement gets a constant in its module and a part here; one that does not go in
 #: leaves with both.
-PARTS: dict[str, list[tuple[str, str, object]]] = {"direct": []}
+PARTS: dict[str, list[tuple[str, str, object]]] = {
+    "direct": [],
+    "menu": [("env", "NEUSYM_TABLE_ANSWER", "operations")],
+    "sql": [("env", "NEUSYM_TABLE_ANSWER", "sql")],
+    "unquoted": [("neusym.query.agent.auto", "TABLE_FROM_QUOTES", False)],
+}
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
+#: split -> the question set holding it (a set without ``splits.json`` is one split of its own name).
+#: ``tables`` is the table tuning set (``benchmarks/airqa_tables``: dev papers, so the dev home).
+SETS = {"dev": "airqa_dev", "test": "airqa_dev", "tables": "airqa_tables", "blind": "airqa_blind"}
 
 
 def answer_with(questions: list[dict], home: Path, work: Path, name: str,
@@ -59,7 +68,8 @@ def answer_with(questions: list[dict], home: Path, work: Path, name: str,
     qfile, pred = work / f"{name}.questions.jsonl", work / f"{name}.pred.jsonl"
     qfile.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
     env = dict(os.environ, NEUSYM_HOME=str(home), HF_HUB_OFFLINE="1", NEUSYM_AGENT_MAX_TURNS="10")
-    setting = json.dumps(constants)
+    env.update({name: str(value) for module, name, value in constants if module == "env"})
+    setting = json.dumps([c for c in constants if c[0] != "env"])
     subprocess.run([sys.executable, "-c", RUNNER, setting, "eval", "run", str(qfile), "--method", "auto",
                     "--out", str(pred)], env=env, check=True, stdout=subprocess.DEVNULL)
     done = subprocess.run([sys.executable, "-c", RUNNER, setting, "eval", "score", str(qfile), str(pred), "--json"],
@@ -94,9 +104,11 @@ def tally(rows: list[dict], reader: str) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--splits", default="dev", help="comma-separated: dev, test, blind")
+    ap.add_argument("--splits", default="dev", help="comma-separated: " + ", ".join(SETS))
     ap.add_argument("--readers", default="direct")
     ap.add_argument("--items", choices=("in-context", "all"), default="in-context")
+    ap.add_argument("--tags", default="", help="comma-separated: keep only the questions carrying one of these tags")
+    ap.add_argument("--only", type=Path, help="a JSON list of uuids: keep only these questions")
     ap.add_argument("--dev-home", type=Path, default=Path("/tmp/cellhome"))
     ap.add_argument("--blind-home", type=Path, default=Path("/tmp/blindhome"))
     ap.add_argument("--work", type=Path, default=Path("/tmp/reader"))
@@ -112,14 +124,21 @@ def main() -> None:
     out = json.loads(args.out.read_text()) if args.out.is_file() else {"benchmark": "reader", "splits": {}}
     out.update(command=" ".join(["python", "benchmarks/reader.py"] + sys.argv[1:]), baseline=readers[0])
     for split in args.splits.split(","):
-        set_dir = REPO / "benchmarks" / ("airqa_blind" if split == "blind" else "airqa_dev")
+        if split not in SETS:
+            ap.error(f"unknown split {split!r}: the splits are {sorted(SETS)}")
+        set_dir = REPO / "benchmarks" / SETS[split]
         home = args.blind_home if split == "blind" else args.dev_home
         splits_file = set_dir / "splits.json"
         splits = json.loads(splits_file.read_text()) if splits_file.is_file() else {}
         questions = [json.loads(line) for line in (set_dir / "questions.jsonl").read_text().splitlines()
                      if line.strip()]
-        questions = [q for q in questions if splits.get(q["uuid"], "blind") == split
+        questions = [q for q in questions if splits.get(q["uuid"], split) == split
                      and "retrieval" not in q.get("tags", [])]
+        if args.tags:
+            questions = [q for q in questions if set(args.tags.split(",")) & set(q.get("tags", []))]
+        if args.only:
+            keep = set(json.loads(args.only.read_text()))
+            questions = [q for q in questions if q["uuid"] in keep]
         started = time.perf_counter()
         recall = {r["uuid"]: r for r in measure(set_dir, Settings(home=home))}
         if args.items == "in-context":
@@ -136,7 +155,8 @@ def main() -> None:
                          "scores": {r: scores[r][q["uuid"]]["score"] for r in readers},
                          "answers": {r: scores[r][q["uuid"]].get("answer") for r in readers},
                          "seconds": {r: scores[r][q["uuid"]].get("seconds") for r in readers}})
-        entry = {"command": out["command"], "home": str(home), "items": len(rows), "selection": args.items, "readers": {r: tally(rows, r) for r in readers},
+        entry = {"command": out["command"], "home": str(home), "items": len(rows), "selection": args.items,
+                 "tags": args.tags or None, "only": str(args.only) if args.only else None, "readers": {r: tally(rows, r) for r in readers},
                  "changed": [r for r in rows if len(set(r["scores"].values())) > 1],
                  "seconds": round(time.perf_counter() - started, 1)}
         out["splits"][split] = entry

@@ -118,10 +118,10 @@ def test_a_query_that_fails_is_repaired_once_with_the_database_message(sql_setti
         assert env.query("SELECT count(*) FROM table_cells")[0][0] > 0
 
 
-def test_the_operation_menu_is_the_default(corpus_settings, graph):
+def test_by_default_the_menu_answers_a_question_that_asks_for_its_operations(corpus_settings, graph):
     pid, _ = graph
     settings = corpus_settings
-    assert settings.table_answer == "operations"
+    assert settings.table_answer == "combined"
     choose = {"operation": "lowest", "column": None, "threshold": 0}
 
     class Choosing(ScriptedLLM):
@@ -134,6 +134,25 @@ def test_the_operation_menu_is_the_default(corpus_settings, graph):
     llm = Choosing([])
     result = ask(QUESTION, settings=settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
     assert result.answer == ["title", 85.5] and any(s.action == "TableOperation" for s in result.trajectory)
+    assert not any(s.action == "RetrieveFromDatabase" for s in result.trajectory)
+
+
+def test_by_default_another_question_over_a_table_is_answered_by_a_query(corpus_settings, graph):
+    """A cell looked up by its row and column asks for no operation of the menu: in the default
+    (combined) mode the model writes a query over the table's cells and its one value is the answer."""
+    from neusym.query.agent.tableops import OPERATION_CUE
+
+    pid, _ = graph
+    question = "What F1 does the ScienceParse system reach on the authors field?"
+    assert not OPERATION_CUE.search(question)
+    llm = ScriptedLLM([{"sql": "SELECT row_name, value FROM cells WHERE column_name = 'F1' AND row_name = 'authors'"}])
+    result = ask(question, settings=corpus_settings, llm=llm, method="auto", paper_ids=[pid],
+                 answer_format="Your answer should be a float rounded to 1 decimal place.")
+    assert "CREATE TABLE cells" in llm.requests[0]["messages"][0]["content"]
+    assert result.answer == 92.1 and len(llm.requests) == 1
+    assert not any(s.action == "TableOperation" for s in result.trajectory)
+    with pytest.raises(ValueError):  # the setting fails closed on a mode it does not know
+        corpus_settings.model_validate({**corpus_settings.model_dump(), "table_answer": "menu"})
 
 
 @pytest.mark.slow
@@ -155,3 +174,27 @@ def test_the_offline_model_writes_a_query_that_finds_the_lowest_f1(corpus_settin
     flat = [v for row in res.rows for v in row]
     assert "title" in flat and 85.5 in flat, (res.sql, res.rows)
     assert time.monotonic() - started < 300
+
+
+def test_a_result_wider_than_the_format_is_shaped_by_dropping_what_the_query_filtered_on(corpus_settings, graph):
+    """The offline model often selects the header it filtered on, or the row name beside a single
+    value asked for: the rows still carry the answer in the shape the format asks for."""
+    from neusym.query.agent.tablesql import SqlResult, shaped_result
+
+    _, table_id = graph
+    with Environment(corpus_settings) as env:
+        def run(sql):
+            res = env.run_sql(bound_sql(sql, table_id))
+            return SqlResult(sql, list(res.columns), list(res.rows))
+
+        lowest = run("SELECT row_name, column_name, value FROM cells WHERE column_name = 'F1' ORDER BY value LIMIT 1")
+        assert lowest.rows == [("title", "F1", 85.5)]
+        assert shaped_result(lowest, FORMAT, QUESTION) == ["title", 85.5]
+        one = run("SELECT row_name, value FROM cells WHERE column_name = 'F1' AND row_name = 'authors'")
+        assert shaped_result(one, "Your answer should be a float rounded to 1 decimal place.") == 92.1
+        assert shaped_result(one, "Your answer should be an integer.") is None  # 92.1 is no integer
+        assert shaped_result(one, "Your answer should be a string.") is None  # a name and a number: not one string
+        two = run("SELECT row_name, value FROM cells WHERE column_name = 'F1' ORDER BY value LIMIT 2")
+        assert shaped_result(two, "Your answer should be a float rounded to 1 decimal place.") is None  # which row?
+        named = run("SELECT row_name FROM cells WHERE column_name = 'F1' ORDER BY value LIMIT 1")
+        assert shaped_result(named, "Your answer should be a string.") == "title"

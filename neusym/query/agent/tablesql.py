@@ -320,37 +320,66 @@ def _plain_value(value: Any) -> Any:
     return value
 
 
-def shaped_result(result: SqlResult, answer_format: str | None) -> Any:
+#: Result columns that repeat what the query filtered on rather than answer it (the relation's own
+#: position and header columns): dropped when a result is wider than the answer format asks.
+ECHO_COLUMNS = ("column_name", "row_no")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def shaped_result(result: SqlResult, answer_format: str | None, question: str = "") -> Any:
     """The query's rows as the answer, when their shape is the one the answer format asks for
     (:func:`neusym.query.agent.answer_format.shape_of`): a list of N elements from one row of N
-    columns or N rows of one column; a list of any length from the rows of one column; one number or
-    one string from a one-by-one result (a number only when the value is one). None otherwise
-    (a yes/no question, more rows than asked for, words where a number is asked): the rows are then
-    evidence for the answer call."""
+    columns or N rows of one column; a list of any length from the rows of one column; one number
+    from a one-row result with exactly one numeric column (the row's name beside it is the query
+    saying which row it read); one string from a one-by-one result. A result wider than the list
+    asked for first loses its :data:`ECHO_COLUMNS` (``SELECT row_name, column_name, value`` for
+    "[name, value]"). Row names in the answer are spelled as a reader would write them
+    (:func:`neusym.query.agent.tableops.answer_label`: ligatures, "without the year"). None
+    otherwise (a yes/no question, more rows than asked for, words where a number is asked): the rows
+    are then evidence for the answer call."""
     from neusym.query.agent.answer_format import shape_of
+    from neusym.query.agent.tableops import answer_label
 
     if not result.ok:
         return None
     shape = shape_of(answer_format)
+    columns = list(result.columns)
     rows = [tuple(_plain_value(v) for v in row) for row in result.rows]
-    width = len(result.columns)
+    want = shape.length if shape.kind == "list" else 1
+    for echo in ECHO_COLUMNS:
+        if want and len(columns) > want and echo in [c.lower() for c in columns]:
+            i = [c.lower() for c in columns].index(echo)
+            columns.pop(i)
+            rows = [row[:i] + row[i + 1:] for row in rows]
+    width = len(columns)
+
+    def label(value: Any) -> Any:
+        return answer_label(value, question, answer_format) if isinstance(value, str) else value
+
     if shape.kind == "list":
         if shape.length and len(rows) == 1 and width == shape.length:
-            return list(rows[0])
+            return [label(v) for v in rows[0]]
         if width == 1 and (not shape.length or len(rows) == shape.length):
-            return [r[0] for r in rows]
+            return [label(r[0]) for r in rows]
         return None
-    if len(rows) != 1 or width != 1:
+    if len(rows) != 1:
         return None
-    value = rows[0][0]
     if shape.kind in ("int", "float"):
-        if not isinstance(value, (int, float)) or isinstance(value, bool):
+        numbers = [v for v in rows[0] if _is_number(v)]
+        if len(numbers) != 1 or any(v is not None and not _is_number(v) and not isinstance(v, str) for v in rows[0]):
             return None
+        value = numbers[0]
         if shape.kind == "int":
             return value if isinstance(value, int) else None
         return round(value, shape.decimals) if shape.decimals is not None else value
+    if width != 1:
+        return None
+    value = rows[0][0]
     if shape.kind == "str" and isinstance(value, str):
-        return value
+        return label(value)
     return None
 
 
