@@ -16,13 +16,26 @@ by ``+``-joined parts of :data:`PARTS` (``direct``: the shipped reader, the answ
 constrained by the answer format). The first reader is the baseline; a variant is chosen on ``dev``
 and goes in only if it also helps on ``test`` and ``blind``, which are reported, never tuned on.
 
+Splits: ``dev`` / ``test`` (benchmarks/airqa_dev), ``tables`` (benchmarks/airqa_tables: 37 table
+questions on the dev papers, a tuning set for table reading written before any run), ``blind``
+(reported only). ``--tags table`` keeps one category; ``--only UUIDS.json`` keeps the items a
+variant can change (the others get the same prompts, so the same answers). A part may set a
+setting (module ``env``: an environment variable such as NEUSYM_TABLE_ANSWER).
+
 Measured and not adopted (their results stay; each ran at the commit named, the code is gone):
 ``quote`` — the reply first copies the sentence or table row that states the answer (3aa6ea6,
 ``results/reader_quote.json``: dev 26 -> 22 of 43); ``named`` — a list format that names its
 elements ("[number of hard negatives, number of easy negatives]") asked for as a JSON object with
 one key per name, and ``distinct`` — a list answer that gives one value twice is read again
 (39fed9c, ``results/reader.json``: dev 26 -> 28 of 43, test 3 -> 3 of 10, blind 21 -> 20 of 69;
-the re-reading fired once on dev and once on blind and changed no answer).
+the re-reading fired once on dev and once on blind and changed no answer). On table questions
+(``results/reader_tables.json``, tuning set ``tables``): ``records`` — each table written as one line
+per row, "row: header path = value; ...", from ``table_cells`` (uncommitted, before 5c8be1f: 8 -> 8 of
+37); ``quoted`` — a text excerpt that reads a stored table's body (>= 3 shared decimals) brings that
+table into the evidence, and ``combined`` — the operation menu for questions with its cue, a query over
+the cells for the other questions whose evidence holds a table (5c8be1f: tables 8 -> 13 of 37, but dev
+11 -> 6 and blind 2 -> 3 of the 17 / 31 items it changes, median 13 -> 28 s on those: the quoted table
+reached text questions and the menu's choice of table).
 """
 
 from __future__ import annotations
@@ -50,9 +63,7 @@ RUNNER = ("import sys, json, importlib; "
 #: leaves with both.
 PARTS: dict[str, list[tuple[str, str, object]]] = {
     "direct": [],
-    "menu": [("env", "NEUSYM_TABLE_ANSWER", "operations")],
     "sql": [("env", "NEUSYM_TABLE_ANSWER", "sql")],
-    "unquoted": [("neusym.query.agent.auto", "TABLE_FROM_QUOTES", False)],
 }
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 #: split -> the question set holding it (a set without ``splits.json`` is one split of its own name).

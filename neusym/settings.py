@@ -126,12 +126,12 @@ class Settings(BaseSettings):
         description='Families of question-wording rules to turn off (JSON list in NEUSYM_CUES_OFF, e.g. '
         '["table_operation", "intent_publication"]; the families are listed in neusym/query/agent/cues.py and '
         'benchmarks/results/cue_hits.json). An unknown family is refused.')
-    table_answer: Literal["operations", "sql", "combined"] = Field(
-        "combined", description="How the focused route answers from a retrieved table: operations = the model picks a "
-        "column and one of a fixed menu of operations (extremum, threshold, gap) and Python computes it, for questions "
-        "that ask for one; sql = the model writes one query over the table's cells (table_cells) and DuckDB computes it; "
-        "combined = the menu for questions that ask for its operations, a query for the other questions whose evidence "
-        "holds a table. benchmarks/results/reader_tables.json compares them with the offline model.")
+    table_answer: Literal["operations", "sql"] = Field(
+        "operations", description="How the focused route answers from a retrieved table: operations = the model picks a "
+        "column and one of a fixed menu of operations (extremum, threshold, gap) and Python computes it; sql = the model "
+        "writes one query over the table's cells (table_cells) and DuckDB computes it. With the offline 1.5B model "
+        "neither reads tables well; benchmarks/results/reader_tables.json compares them (and combinations that did "
+        "not go in) on table questions nobody tuned for.")
     agent_max_seconds: float = Field(600.0, description="Wall-clock limit of one agent run: past 80% of it the next "
                                      "turn must answer, past it the run stops (stop_reason time_limit).")
     observation_max_tokens: int = Field(

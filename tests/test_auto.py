@@ -888,25 +888,3 @@ def test_with_one_paper_in_the_corpus_a_question_about_this_paper_reads_it(tmp_p
             d = route_question(question, paper_ids=None, answer_format=None, env=e, llm=NoLLM())
             assert (d.route, d.papers, d.llm_used) == ("focused", [(pid, title)], False), question
             assert d.features["only_paper_in_corpus"]
-
-
-def test_a_text_excerpt_that_reads_a_table_brings_the_stored_table(corpus_settings):
-    """SPECTER's Table 3 (page 8) is also in the page's text layer, read as running text ("SciBERT
-    fine-tune on co-view 83.0 84.2 84.1 36.4 76.0 ..."): a chunk holding it brings the stored table."""
-    from neusym.query.agent.auto import quoted_table
-
-    with Environment(corpus_settings) as env:
-        pid, title = env.query("SELECT paper_id::VARCHAR, title FROM metadata WHERE title LIKE 'SPECTER%'")[0]
-        chunk_id, text = env.query(
-            "SELECT chunk_id::VARCHAR, text_content FROM chunks WHERE ref_paper_id = ?::UUID "
-            "AND text_content LIKE '%co-view 83.0 84.2 84.1%'", [pid])[0]
-        table_id = env.query("SELECT table_id::VARCHAR FROM tables WHERE ref_paper_id = ?::UUID AND page_number = 8 "
-                             "AND table_caption LIKE 'Table 3:%'", [pid])[0][0]
-        chunk = {"table_name": "chunks", "column_name": "text_content", "primary_key": chunk_id, "paper_id": pid,
-                 "page_number": "8", "text": text}
-        found = quoted_table([(pid, title)], [chunk], env)
-        assert found is not None and found["primary_key"] == table_id and found["quoted"] is True
-        assert (found["table_name"], found["page_number"]) == ("tables", "8")
-        assert quoted_table([(pid, title)], [chunk, found], env) is None  # already in the evidence
-        plain = dict(chunk, text="We fine-tune SciBERT on co-views, co-reads and co-citations.")
-        assert quoted_table([(pid, title)], [plain], env) is None

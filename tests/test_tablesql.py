@@ -118,10 +118,10 @@ def test_a_query_that_fails_is_repaired_once_with_the_database_message(sql_setti
         assert env.query("SELECT count(*) FROM table_cells")[0][0] > 0
 
 
-def test_by_default_the_menu_answers_a_question_that_asks_for_its_operations(corpus_settings, graph):
+def test_the_operation_menu_is_the_default(corpus_settings, graph):
     pid, _ = graph
     settings = corpus_settings
-    assert settings.table_answer == "combined"
+    assert settings.table_answer == "operations"
     choose = {"operation": "lowest", "column": None, "threshold": 0}
 
     class Choosing(ScriptedLLM):
@@ -137,22 +137,19 @@ def test_by_default_the_menu_answers_a_question_that_asks_for_its_operations(cor
     assert not any(s.action == "RetrieveFromDatabase" for s in result.trajectory)
 
 
-def test_by_default_another_question_over_a_table_is_answered_by_a_query(corpus_settings, graph):
-    """A cell looked up by its row and column asks for no operation of the menu: in the default
-    (combined) mode the model writes a query over the table's cells and its one value is the answer."""
-    from neusym.query.agent.tableops import OPERATION_CUE
-
+def test_a_looked_up_cell_is_the_answer_when_the_query_names_its_row(sql_settings, graph):
+    """The offline model selects the row name beside the one value asked for: the value is the answer
+    (before, the two columns went to the answer call, which read the neighbouring value)."""
     pid, _ = graph
-    question = "What F1 does the ScienceParse system reach on the authors field?"
-    assert not OPERATION_CUE.search(question)
+    question = "In the table of ScienceParse results, what F1 does the system reach on the authors field?"
     llm = ScriptedLLM([{"sql": "SELECT row_name, value FROM cells WHERE column_name = 'F1' AND row_name = 'authors'"}])
-    result = ask(question, settings=corpus_settings, llm=llm, method="auto", paper_ids=[pid],
+    result = ask(question, settings=sql_settings, llm=llm, method="auto", paper_ids=[pid],
                  answer_format="Your answer should be a float rounded to 1 decimal place.")
     assert "CREATE TABLE cells" in llm.requests[0]["messages"][0]["content"]
     assert result.answer == 92.1 and len(llm.requests) == 1
-    assert not any(s.action == "TableOperation" for s in result.trajectory)
+    assert result.verification["checks"][0]["kind"] == "sql" and result.verification["status"] == "pass"
     with pytest.raises(ValueError):  # the setting fails closed on a mode it does not know
-        corpus_settings.model_validate({**corpus_settings.model_dump(), "table_answer": "menu"})
+        sql_settings.model_validate({**sql_settings.model_dump(), "table_answer": "combined"})
 
 
 @pytest.mark.slow

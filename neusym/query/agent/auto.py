@@ -198,51 +198,7 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
     if ensure_table and not any(table == "tables" for table, _ in ranked):
         candidates = [key for key in order[k:] if key[0] == "tables"][:TABLE_CANDIDATES]
         ranked += [_table_the_excerpts_quote(candidates, [cells[key] for key in ranked], env)] if candidates else []
-    out = [dict(cells[key], rrf=round(fused[key], 5)) for key in ranked]
-    if TABLE_FROM_QUOTES:
-        quoted = quoted_table(papers, out, env)
-        if quoted is not None:
-            out.append(quoted)
-    return out
-
-
-#: A text excerpt that reads a stored table's body brings that table into the evidence
-#: (:func:`quoted_table`), so table reading works on the table, not on its text flattened into a chunk.
-TABLE_FROM_QUOTES = True
-
-
-def quoted_table(papers: list[tuple[str, str]], excerpts: list[dict], env: Any) -> dict | None:
-    """The stored table of ``papers`` whose numbers a text excerpt of ``excerpts`` quotes (at least 3
-    distinct decimals in common — the page's text layer read the table as running text), when
-    that table is not among ``excerpts`` already: one more evidence cell for it (``table_name``
-    ``tables``, column ``table_content``, its page, ``quoted`` true), else None. The best-ranked
-    excerpt that quotes a table decides; of the tables it quotes, the one sharing the most numbers
-    with it (ties: page order)."""
-    have = {str(c["primary_key"]) for c in excerpts if c.get("table_name") == "tables"}
-    quoted = [set(n for n in _NUMBER.findall(str(c.get("text") or "")) if "." in n)
-              for c in excerpts if c.get("table_name") == "chunks"]
-    if not any(len(q) >= 3 for q in quoted):
-        return None
-    ids = [pid for pid, _ in papers]
-    rows = env.query(
-        "SELECT table_id::VARCHAR, ref_paper_id::VARCHAR, page_number, table_content FROM tables WHERE ref_paper_id::VARCHAR "
-        f"IN ({', '.join('?' for _ in ids)}) ORDER BY page_number", ids)
-    best = None
-    for numbers in quoted:  # excerpts in rank order: the best-ranked one that reads a table decides
-        best_shared = 2
-        for table_id, paper_id, page, content in rows:
-            if table_id in have:
-                continue
-            shared = len(numbers & set(_NUMBER.findall(content or "")))
-            if shared > best_shared:
-                best, best_shared = (table_id, paper_id, page, content), shared
-        if best is not None:
-            break
-    if best is None:
-        return None
-    table_id, paper_id, page, content = best
-    return {"table_name": "tables", "column_name": "table_content", "primary_key": table_id, "paper_id": paper_id,
-            "page_number": str(page), "text": content or "", "score": 0.0, "rrf": 0.0, "quoted": True}
+    return [dict(cells[key], rrf=round(fused[key], 5)) for key in ranked]
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
@@ -571,10 +527,6 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
                   observation=observation, fixed=True))
     compute = asks_to_compute(question) or worked_computation(question)
     mode = getattr(getattr(env, "settings", None), "table_answer", "operations")
-    if mode == "combined":  # the menu where the question asks for its operations, else a query over the cells
-        from neusym.query.agent.tableops import OPERATION_CUE
-
-        mode = "operations" if OPERATION_CUE.search(question or "") else "sql"
     sql_result = None
     if mode == "sql":
         cells, sql_result = _table_sql(question, answer_format, cells, route_features, env, llm, result, add_step)
@@ -643,7 +595,7 @@ def _table_sql(question: str, answer_format: str | None, cells: list[dict], rout
     if not tables:
         return cells, None
     if not (cells[0].get("table_name") == "tables" or "table" in route_features.get("modality", [])
-            or any(c.get("quoted") for c in tables) or OPERATION_CUE.search(question or "")):
+            or OPERATION_CUE.search(question or "")):
         return cells, None
     source = tables[0]
     rel = load_relation(env, str(source["primary_key"]))
