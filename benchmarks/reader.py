@@ -79,7 +79,7 @@ def answer_with(questions: list[dict], home: Path, work: Path, name: str,
     qfile, pred = work / f"{name}.questions.jsonl", work / f"{name}.pred.jsonl"
     qfile.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
     env = dict(os.environ, NEUSYM_HOME=str(home), HF_HUB_OFFLINE="1", NEUSYM_AGENT_MAX_TURNS="10")
-    env.update({name: str(value) for module, name, value in constants if module == "env"})
+    env.update({variable: str(value) for module, variable, value in constants if module == "env"})
     setting = json.dumps([c for c in constants if c[0] != "env"])
     subprocess.run([sys.executable, "-c", RUNNER, setting, "eval", "run", str(qfile), "--method", "auto",
                     "--out", str(pred)], env=env, check=True, stdout=subprocess.DEVNULL)
@@ -131,12 +131,17 @@ def main() -> None:
     unknown = {p for r in readers for p in r.split("+")} - set(PARTS)
     if unknown:
         ap.error(f"unknown reader part(s) {sorted(unknown)}: the parts are {sorted(PARTS)}")
+    bad_splits = set(args.splits.split(",")) - set(SETS)
+    if bad_splits:
+        ap.error(f"unknown split(s) {sorted(bad_splits)}: the splits are {sorted(SETS)}")
+    try:
+        only = set(json.loads(args.only.read_text())) if args.only else None
+    except (OSError, ValueError, TypeError) as exc:
+        ap.error(f"--only {args.only}: not a readable JSON list of uuids ({exc})")
     args.work.mkdir(parents=True, exist_ok=True)
     out = json.loads(args.out.read_text()) if args.out.is_file() else {"benchmark": "reader", "splits": {}}
     out.update(command=" ".join(["python", "benchmarks/reader.py"] + sys.argv[1:]), baseline=readers[0])
     for split in args.splits.split(","):
-        if split not in SETS:
-            ap.error(f"unknown split {split!r}: the splits are {sorted(SETS)}")
         set_dir = REPO / "benchmarks" / SETS[split]
         home = args.blind_home if split == "blind" else args.dev_home
         splits_file = set_dir / "splits.json"
@@ -147,9 +152,8 @@ def main() -> None:
                      and "retrieval" not in q.get("tags", [])]
         if args.tags:
             questions = [q for q in questions if set(args.tags.split(",")) & set(q.get("tags", []))]
-        if args.only:
-            keep = set(json.loads(args.only.read_text()))
-            questions = [q for q in questions if q["uuid"] in keep]
+        if only is not None:
+            questions = [q for q in questions if q["uuid"] in only]
         started = time.perf_counter()
         recall = {r["uuid"]: r for r in measure(set_dir, Settings(home=home))}
         if args.items == "in-context":

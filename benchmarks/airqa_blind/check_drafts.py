@@ -52,7 +52,9 @@ def page_text(pdf: str, page: int) -> str:
         return normalize(doc[page - 1].get_text())
 
 
-def check(item: dict) -> list[str]:
+def check(item: dict, papers: dict | None = None) -> list[str]:
+    """The problems of one draft ``item`` (empty when it passes); ``papers``: pdf file name -> entry
+    of the set's ``papers.json`` (default: the blind set's)."""
     from neusym.evaluation import evaluate
 
     problems = []
@@ -69,8 +71,8 @@ def check(item: dict) -> list[str]:
     if len(kind) != 1 or "objective" not in tags or not (set(tags) & CATEGORIES) or set(tags) - CATEGORIES - {"single", "multiple", "objective"}:
         problems.append(f"tags {tags}: one of single/multiple, one or more of {sorted(CATEGORIES)}, and objective")
     for pdf in item["pdfs"]:
-        if pdf not in PAPERS:
-            problems.append(f"{pdf} is not one of the blind set's papers (papers.json)")
+        if pdf not in (PAPERS if papers is None else papers):
+            problems.append(f"{pdf} is not one of the set's papers (papers.json)")
     if kind == ["single"] and len(item["pdfs"]) != 1 or kind == ["multiple"] and len(set(item["pdfs"])) < 2:
         problems.append("single items name one pdf, multiple items two or more")
     empty = evaluate(None, item["evaluator"])
@@ -103,7 +105,7 @@ def check(item: dict) -> list[str]:
     return problems
 
 
-def main(paths: list[str]) -> int:
+def main(paths: list[str], papers: dict | None = None) -> int:
     bad = 0
     total = 0
     for path in paths:
@@ -117,7 +119,7 @@ def main(paths: list[str]) -> int:
                 print(f"{path}:{number}: not JSON: {exc}")
                 bad += 1
                 continue
-            problems = check(item)
+            problems = check(item, papers)
             if problems:
                 bad += 1
                 for p in problems:

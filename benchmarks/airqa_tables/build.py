@@ -21,32 +21,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "airqa_blind"))
 
-from build import set_hash  # noqa: E402  (the blind set's hash: the two files' bytes, questions first)
+from build import assemble  # noqa: E402  (the blind set's assembly: same formats, same hash)
 
 NAMESPACE = uuid.UUID("3c1e54a4-0b8f-4d52-8a61-2f4f0f6b7d21")
 PAPERS = {p["pdf"]: p for p in json.loads((HERE / "papers.json").read_text())}
 
-
-def main(paths: list[str]) -> None:
-    questions, evidence = [], []
-    for path in paths:
-        for line in Path(path).read_text().splitlines():
-            if not line.strip():
-                continue
-            d = json.loads(line)
-            uid = str(uuid.uuid5(NAMESPACE, d["question"]))
-            questions.append({
-                "uuid": uid, "question": d["question"], "answer_format": d["answer_format"], "tags": d["tags"],
-                "anchor_pdf": [PAPERS[p]["airqa_paper_id"] for p in d["pdfs"]], "reference_pdf": [],
-                "conference": [], "evaluator": d["evaluator"]})
-            evidence.append({"uuid": uid, "answer": d["answer"], "near_miss": d["near_miss"], "pdfs": d["pdfs"],
-                             "evidence": d["evidence"]})
-    uids = [q["uuid"] for q in questions]
-    assert len(uids) == len(set(uids)), "two drafts ask the same question"
-    (HERE / "questions.jsonl").write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
-    (HERE / "evidence.jsonl").write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in evidence))
-    print(len(questions), "items; sha256", set_hash(HERE / "questions.jsonl", HERE / "evidence.jsonl"))
-
-
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    assemble(sys.argv[1:], HERE, NAMESPACE, PAPERS)

@@ -17,7 +17,7 @@ sys.path.insert(0, str(HERE.parent / "airqa_blind"))
 
 import check_drafts  # noqa: E402
 
-check_drafts.PAPERS = {p["pdf"]: p for p in json.loads((HERE / "papers.json").read_text())}
+PAPERS = {p["pdf"]: p for p in json.loads((HERE / "papers.json").read_text())}
 
 if __name__ == "__main__":
-    sys.exit(check_drafts.main(sys.argv[1:]))
+    sys.exit(check_drafts.main(sys.argv[1:], PAPERS))

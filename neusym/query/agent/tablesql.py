@@ -349,10 +349,11 @@ def shaped_result(result: SqlResult, answer_format: str | None, question: str = 
     columns = list(result.columns)
     rows = [tuple(_plain_value(v) for v in row) for row in result.rows]
     want = shape.length if shape.kind == "list" else 1
+    lowered = [c.lower() for c in columns]
     for echo in ECHO_COLUMNS:
-        if want and len(columns) > want and echo in [c.lower() for c in columns]:
-            i = [c.lower() for c in columns].index(echo)
-            columns.pop(i)
+        if want and len(columns) > want and echo in lowered:
+            i = lowered.index(echo)
+            columns.pop(i), lowered.pop(i)
             rows = [row[:i] + row[i + 1:] for row in rows]
     width = len(columns)
 
