@@ -19,7 +19,10 @@ when every quote is (all quotes are needed for its answer). Stages, for each quo
   shows whether the parse kept it at all;
 - ``bm25`` / ``dense``: in some hit of a BM25 / MiniLM list;
 - ``fused``: in the cells the fusion keeps (before the author block and element contexts);
-- ``context``: in the text the reader is shown.
+- ``context``: in the text the reader is shown;
+- ``table`` (items whose every quote is in one stored table of their papers, None otherwise): that
+  stored table is itself among the reader's evidence — what the SQL path over ``table_cells`` and
+  the table operations need; a chunk holding the table's text flattened from the page is not enough.
 
 Each row also has the route the router takes (no tie-break LLM: an open question counts as
 ``agent``); ``routed focused`` groups the items whose answer is read from this context (the symbolic
@@ -108,13 +111,26 @@ def measure(set_dir: Path, settings=None) -> list[dict]:
                 "context": context,
             }
             found = {stage: [found_in(quote, texts[stage]) for quote in quotes] for stage in STAGES}
+            stored = env.query(
+                "SELECT table_id::VARCHAR, table_content FROM tables WHERE ref_paper_id::VARCHAR IN "
+                f"({', '.join('?' for _ in paper_ids)}) ORDER BY page_number", list(paper_ids)) if paper_ids else []
+            gold_tables = [tid for tid, content in stored if all(found_in(quote, content or "") for quote in quotes)]
+            in_evidence = {str(c.get("primary_key")) for c in cells if c.get("table_name") == "tables"}
+            table = (any(t in in_evidence for t in gold_tables) if gold_tables else None)
             category = next((t for t in q.tags if t in ("text", "table", "image", "formula", "metadata")), "?")
             rows.append({"uuid": q.uuid, "split": splits.get(q.uuid, "all"), "task": kind, "category": category,
                          "route": route,
                          "quotes": len(quotes), **{stage: all(v) for stage, v in found.items()},
-                         "quotes_in_context": sum(found["context"]),
+                         "quotes_in_context": sum(found["context"]), "table": table,
                          "context_sha": hashlib.sha256(context.encode()).hexdigest()[:12]})
     return rows
+
+
+def _table_stage(rows: list[dict]) -> dict:
+    """``table_items``: items whose quotes lie in one stored table; ``table``: the share of them whose
+    table is among the reader's evidence."""
+    held = [r["table"] for r in rows if r.get("table") is not None]
+    return {"table_items": len(held), "table": round(sum(held) / len(held), 3) if held else None}
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -131,7 +147,8 @@ def summarize(rows: list[dict]) -> dict:
                     groups["several papers"].append(r)
                 if r["route"] == "focused":
                     groups["routed focused"].append(r)
-        summary[split] = {g: {"n": len(rs), **{s: round(sum(r[s] for r in rs) / len(rs), 3) for s in STAGES}}
+        summary[split] = {g: {"n": len(rs), **{s: round(sum(r[s] for r in rs) / len(rs), 3) for s in STAGES},
+                              **_table_stage(rs)}
                           for g, rs in sorted(groups.items())}
     return summary
 
@@ -157,7 +174,8 @@ def main() -> None:
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     for split, groups in summary.items():
         for g, v in groups.items():
-            print(f"{split:<5} {g:<15} n={v['n']:<3} " + " ".join(f"{s} {v[s]:.2f}" for s in STAGES))
+            print(f"{split:<5} {g:<15} n={v['n']:<3} " + " ".join(f"{s} {v[s]:.2f}" for s in STAGES)
+                  + (f" table {v['table']:.2f} of {v['table_items']}" if v["table_items"] else ""))
 
 
 if __name__ == "__main__":
