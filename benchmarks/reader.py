@@ -35,7 +35,9 @@ per row, "row: header path = value; ...", from ``table_cells`` (uncommitted, bef
 table into the evidence, and ``combined`` — the operation menu for questions with its cue, a query over
 the cells for the other questions whose evidence holds a table (5c8be1f: tables 8 -> 13 of 37, but dev
 11 -> 6 and blind 2 -> 3 of the 17 / 31 items it changes, median 13 -> 28 s on those: the quoted table
-reached text questions and the menu's choice of table).
+reached text questions and the menu's choice of table). Measured and adopted: ``chunks`` is the
+reader before a chunk that reads a stored table's body gave its place to the table
+(``TABLE_FROM_TEXT`` off; ``results/table_from_text.json``).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ RUNNER = ("import sys, json, importlib; "
 PARTS: dict[str, list[tuple[str, str, object]]] = {
     "direct": [],
     "sql": [("env", "NEUSYM_TABLE_ANSWER", "sql")],
+    "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
 }
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 #: split -> the question set holding it (a set without ``splits.json`` is one split of its own name).

@@ -652,6 +652,44 @@ def test_the_table_slot_takes_the_table_whose_numbers_an_excerpt_quotes(corpus_s
         assert _table_the_excerpts_quote(candidates, [prose], env) == keys["Table 1"]
 
 
+def test_a_chunk_that_reads_a_table_body_gives_its_place_to_the_stored_table(corpus_settings, ids):
+    """The page's text layer reads Table 1 of SPECTER as running text; a chunk holding those rows is
+    replaced by the stored table (so the table is read as a table), while a paragraph that quotes a
+    few of the same results stays a paragraph."""
+    from neusym.query.agent import auto
+
+    page7 = " ".join(pdf_text(SPECTER_PDF, 7).split())
+    body = page7[page7.index("Doc2vec (2014)"):page7.index("Table 1: Results")]
+    page6 = " ".join(pdf_text(SPECTER_PDF, 6).split())
+    prose = page6[page6.index("SPECTER achieves a MAP score"):page6.index("Note that methods like SGC")]
+    assert "83.8" in prose and "84.5" in prose and "83.8" in body and "84.5" in body
+    with Environment(corpus_settings) as env:
+        tables = {cap.split(":")[0]: tid for tid, cap in env.query(
+            "SELECT table_id::VARCHAR, table_caption FROM tables WHERE ref_paper_id = ?", [ids["SPECTER"]])}
+        cells = {("chunks", "body"): {"table_name": "chunks", "text": body},
+                 ("chunks", "prose"): {"table_name": "chunks", "text": prose},
+                 ("equations", "e1"): {"table_name": "equations", "text": "L = max(d(q, p+) - d(q, p-) + m, 0)"}}
+        ranked = [("chunks", "prose"), ("chunks", "body"), ("equations", "e1")]
+        out = auto._tables_the_chunks_read(ranked, cells, [(ids["SPECTER"], "SPECTER")], env)
+        assert out == [("chunks", "prose"), ("tables", tables["Table 1"]), ("equations", "e1")]
+        assert cells[("tables", tables["Table 1"])]["page_number"] == "7"
+        # the table is ranked already: the chunk stays, nothing is added twice
+        again = auto._tables_the_chunks_read([("tables", tables["Table 1"]), ("chunks", "body")], cells,
+                                             [(ids["SPECTER"], "SPECTER")], env)
+        assert again == [("tables", tables["Table 1"]), ("chunks", "body")]
+        # Table 3's body repeats SPECTER's row of Table 2 (5 decimals): with Table 3 ranked, its body
+        # does not read Table 2 (5 of its 25 decimals) and stays
+        page8 = " ".join(pdf_text(SPECTER_PDF, 8).split())
+        body3 = page8[page8.index("Training signal CLS USR"):page8.index("Table 3: Comparison")]
+        assert "SPECTER 84.2 88.4 91.5 36.9 80.0" in body3 and "SPECTER 84.2 88.4 91.5 36.9 80.0" in page7
+        cells[("chunks", "body3")] = {"table_name": "chunks", "text": body3}
+        ranked3 = [("tables", tables["Table 3"]), ("chunks", "body3")]
+        assert auto._tables_the_chunks_read(ranked3, cells, [(ids["SPECTER"], "SPECTER")], env) == ranked3
+        # without Table 3 ranked, the body is Table 3
+        assert auto._tables_the_chunks_read([("chunks", "body3")], cells, [(ids["SPECTER"], "SPECTER")], env) == [
+            ("tables", tables["Table 3"])]
+
+
 POPQA_PDF = SAMPLES / "acl2023_2023.acl-long.478_PopQA-WhenNotToTrustLMs.pdf"
 
 

@@ -160,6 +160,9 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
     otherwise top every question); a MiniLM list has :data:`DENSE_LIST_WEIGHT` times the weight of
     the BM25 list of its view.
 
+    A text chunk among the ``k`` that is a table's body read as running text gives its place to the
+    stored table (:func:`_tables_the_chunks_read`, :data:`TABLE_FROM_TEXT`).
+
     Several papers (a question comparing or joining them): each paper is searched on its own and
     gets :data:`EVIDENCE_PER_PAPER` cells (the first :data:`MAX_FOCUSED_PAPERS` papers), in the order
     the papers are given, so one well-matching paper cannot take every excerpt.
@@ -195,13 +198,69 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
                 cells.setdefault(key, hit)
     order = sorted(fused, key=lambda key: -fused[key])
     ranked = order[:k]
+    if TABLE_FROM_TEXT:
+        ranked = _tables_the_chunks_read(ranked, cells, papers, env)
     if ensure_table and not any(table == "tables" for table, _ in ranked):
         candidates = [key for key in order[k:] if key[0] == "tables"][:TABLE_CANDIDATES]
         ranked += [_table_the_excerpts_quote(candidates, [cells[key] for key in ranked], env)] if candidates else []
-    return [dict(cells[key], rrf=round(fused[key], 5)) for key in ranked]
+    return [dict(cells[key], rrf=round(fused.get(key, 0.0), 5)) for key in ranked]
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
+#: A text excerpt that reads a stored table's body (the page's text layer read the table as running
+#: text) gives its place in the evidence to that table, so the table is read as a table — by the
+#: table operations, the SQL path and the reader (benchmarks/results/table_from_text.json).
+TABLE_FROM_TEXT = True
+#: A chunk reads a table when at least this share of its tokens are numbers: a table body flattened
+#: by the text layer is dense with them, a paragraph that quotes a few results is not.
+TABLE_TEXT_DENSITY = 0.1
+#: ... and it reads a given table when at least this share of the decimals of the smaller of the two
+#: (chunk or table) are common to both: a chunk cut from a larger table holds few of the table's
+#: numbers but nearly all of its own are the table's; a table that repeats a few results of
+#: another (the same model's row) shares a small part of either.
+TABLE_TEXT_SHARE = 0.3
+_CHUNK_TOKEN = re.compile(r"[^\W\d_]+|\d+(?:\.\d+)?")
+
+
+def _tables_the_chunks_read(ranked: list[tuple[str, str]], cells: dict, papers: list[tuple[str, str]],
+                            env: Any) -> list[tuple[str, str]]:
+    """``ranked`` (cell keys in rank order) with each text chunk that reads a stored table of
+    ``papers`` replaced by that table at its rank. A chunk reads a table when at least
+    :data:`TABLE_TEXT_DENSITY` of its words and numbers are numbers and at least 3 distinct
+    decimals — and :data:`TABLE_TEXT_SHARE` of the decimals of the smaller of chunk and table — are
+    common to both; of the tables it reads that are not ranked yet, the one sharing the most wins
+    (ties: page order); a chunk whose tables are all ranked stays. The table's cell
+    (``table_content``, its page) joins ``cells``."""
+    chunks = [key for key in ranked if key[0] == "chunks"]
+    if not chunks:
+        return ranked
+    ids = [pid for pid, _ in papers]
+    stored = env.query(
+        "SELECT table_id::VARCHAR, ref_paper_id::VARCHAR, page_number, table_content FROM tables WHERE "
+        f"ref_paper_id::VARCHAR IN ({', '.join('?' for _ in ids)}) ORDER BY page_number", ids)
+    numbers = {tid: set(_NUMBER.findall(content or "")) for tid, _, _, content in stored}
+    out = list(ranked)
+    for key in chunks:
+        text = str(cells[key].get("text") or "")
+        quoted = {n for n in _NUMBER.findall(text) if "." in n}
+        if len(quoted) < 3 or len(_NUMBER.findall(text)) < TABLE_TEXT_DENSITY * len(_CHUNK_TOKEN.findall(text)):
+            continue
+        best, best_shared = None, 2
+        for tid, paper_id, page, content in stored:
+            shared = len(quoted & numbers[tid])
+            decimals = {n for n in numbers[tid] if "." in n}
+            reads = shared >= TABLE_TEXT_SHARE * min(len(quoted), len(decimals))
+            if reads and shared > best_shared and ("tables", tid) not in out:
+                best, best_shared = (tid, paper_id, page, content), shared
+        if best is None:
+            continue
+        tid, paper_id, page, content = best
+        table_key = ("tables", tid)
+        cells.setdefault(table_key, {"table_name": "tables", "column_name": "table_content", "primary_key": tid,
+                                     "paper_id": paper_id, "page_number": str(page), "text": content or "",
+                                     "score": 0.0})
+        out[out.index(key)] = table_key
+    return out
 #: How many of the best-ranked tables the table slot chooses among.
 TABLE_CANDIDATES = 3
 
