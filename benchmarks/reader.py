@@ -37,7 +37,9 @@ the cells for the other questions whose evidence holds a table (5c8be1f: tables 
 11 -> 6 and blind 2 -> 3 of the 17 / 31 items it changes, median 13 -> 28 s on those: the quoted table
 reached text questions and the menu's choice of table). Measured and adopted: ``chunks`` is the
 reader before a chunk that reads a stored table's body gave its place to the table
-(``TABLE_FROM_TEXT`` off; ``results/table_from_text.json``).
+(``TABLE_FROM_TEXT`` off; ``results/table_from_text.json``). Not adopted: linking a name the SQL
+compares with ``column_name`` to ``row_name`` when it is a row's name (and the reverse) — tuning set
+12 -> 12 of 37, dev table items 3 -> 2 of 17 (``results/reader_tables.json``, ``swap_run``).
 """
 
 from __future__ import annotations

@@ -232,9 +232,9 @@ def _tables_the_chunks_read(ranked: list[tuple[str, str]], cells: dict, papers: 
     (ties: page order); a chunk whose tables are all ranked stays. The table's cell
     (``table_content``, its page) joins ``cells``."""
     chunks = [key for key in ranked if key[0] == "chunks"]
-    if not chunks:
-        return ranked
     ids = [pid for pid, _ in papers]
+    if not chunks or not ids:
+        return ranked
     stored = env.query(
         "SELECT table_id::VARCHAR, ref_paper_id::VARCHAR, page_number, table_content FROM tables WHERE "
         f"ref_paper_id::VARCHAR IN ({', '.join('?' for _ in ids)}) ORDER BY page_number", ids)
@@ -261,6 +261,8 @@ def _tables_the_chunks_read(ranked: list[tuple[str, str]], cells: dict, papers: 
                                      "score": 0.0})
         out[out.index(key)] = table_key
     return out
+
+
 #: How many of the best-ranked tables the table slot chooses among.
 TABLE_CANDIDATES = 3
 
