@@ -222,6 +222,11 @@ TABLE_TEXT_SHARE = 0.3
 _CHUNK_TOKEN = re.compile(r"[^\W\d_]+|\d+(?:\.\d+)?")
 
 
+def _decimals(text: Any) -> set[str]:
+    """The distinct decimal numbers written in ``text`` ("84.2"), as written."""
+    return {n for n in _NUMBER.findall(str(text or "")) if "." in n}
+
+
 def _tables_the_chunks_read(ranked: list[tuple[str, str]], cells: dict, papers: list[tuple[str, str]],
                             env: Any) -> list[tuple[str, str]]:
     """``ranked`` (cell keys in rank order) with each text chunk that reads a stored table of
@@ -238,18 +243,18 @@ def _tables_the_chunks_read(ranked: list[tuple[str, str]], cells: dict, papers: 
     stored = env.query(
         "SELECT table_id::VARCHAR, ref_paper_id::VARCHAR, page_number, table_content FROM tables WHERE "
         f"ref_paper_id::VARCHAR IN ({', '.join('?' for _ in ids)}) ORDER BY page_number", ids)
-    numbers = {tid: set(_NUMBER.findall(content or "")) for tid, _, _, content in stored}
+    decimals = {tid: _decimals(content) for tid, _, _, content in stored}
     out = list(ranked)
     for key in chunks:
         text = str(cells[key].get("text") or "")
-        quoted = {n for n in _NUMBER.findall(text) if "." in n}
-        if len(quoted) < 3 or len(_NUMBER.findall(text)) < TABLE_TEXT_DENSITY * len(_CHUNK_TOKEN.findall(text)):
+        numbers = _NUMBER.findall(text)
+        quoted = {n for n in numbers if "." in n}
+        if len(quoted) < 3 or len(numbers) < TABLE_TEXT_DENSITY * len(_CHUNK_TOKEN.findall(text)):
             continue
         best, best_shared = None, 2
         for tid, paper_id, page, content in stored:
-            shared = len(quoted & numbers[tid])
-            decimals = {n for n in numbers[tid] if "." in n}
-            reads = shared >= TABLE_TEXT_SHARE * min(len(quoted), len(decimals))
+            shared = len(quoted & decimals[tid])
+            reads = shared >= TABLE_TEXT_SHARE * min(len(quoted), len(decimals[tid]))
             if reads and shared > best_shared and ("tables", tid) not in out:
                 best, best_shared = (tid, paper_id, page, content), shared
         if best is None:
@@ -271,14 +276,15 @@ def _table_the_excerpts_quote(candidates: list[tuple[str, str]], excerpts: list[
     """The table (of ``candidates``, keys in rank order) whose cells the text ``excerpts`` quote: a
     chunk that is a table's body read as text ("- Same Row 32.1 2.8 - Same Column 62.1 ...") shares
     its numbers (at least 3 distinct decimals). The best-ranked candidate when no excerpt quotes one."""
-    quoted = {n for cell in excerpts if cell.get("table_name") == "chunks"
-              for n in _NUMBER.findall(str(cell.get("text") or "")) if "." in n}
+    quoted = {n for cell in excerpts if cell.get("table_name") == "chunks" for n in _decimals(cell.get("text"))}
     if len(quoted) < 3:
         return candidates[0]
+    ids = [key[1] for key in candidates]
+    contents = dict(env.query("SELECT table_id::VARCHAR, table_content FROM tables WHERE table_id::VARCHAR IN "
+                              f"({', '.join('?' for _ in ids)})", ids))
     best, best_shared = candidates[0], 0
     for key in candidates:
-        rows = env.query("SELECT table_content FROM tables WHERE table_id = ?", [key[1]])
-        shared = len(quoted & set(_NUMBER.findall(rows[0][0] or ""))) if rows else 0
+        shared = len(quoted & _decimals(contents.get(key[1])))
         if shared >= 3 and shared > best_shared:
             best, best_shared = key, shared
     return best
