@@ -73,6 +73,50 @@ def test_spanning_headers_become_paths_and_spanning_row_labels_are_filled():
     assert table_cells("<p>not a table</p>") == [] and table_cells(None) == []
 
 
+def test_a_line_break_inside_a_cell_separates_words():
+    """The layout model's HTML breaks a cell's lines with <br>: the lines are words apart ("Papers
+    w/<br>body text" was read "Papers w/body text"), a line ending in a hyphen runs on."""
+    from neusym.ingest.parse.cells import html_rows
+
+    html = ("<table><tr><th>Corpus</th><th>Papers w/<br>body text</th><th>Citation<br/>contexts</th>"
+            "<th>S2ORC-<br/>SCIBERT</th></tr><tr><td>AAN</td><td>25k</td><td>full text</td><td>81.77</td></tr></table>")
+    assert html_rows(html)[0] == ["Corpus", "Papers w/ body text", "Citation contexts", "S2ORC-SCIBERT"]
+
+
+def test_a_table_of_words_has_its_first_row_as_header_and_its_numbers_as_cells():
+    """S2ORC's Table 1 (a comparison of corpora) holds more words than numbers in every row; its
+    numbers ("8.1M", "25k") are cells under the first row's headers, not a table of headers."""
+    from neusym.ingest.parse.cells import table_cells
+
+    rows = [["Corpus", "Papers w/ body text", "Citation contexts", "Linked to graph", "Academic disciplines"],
+            ["S2ORC (PDF-parse)", "8.1M", "full text", "S2ORC (full)", "multi"],
+            ["PubMed Central (OA)", "2.6M", "full text", "PubMed", "bio, med"],
+            ["AAN (Radev et al., 2009)", "25k", "full text", "ACL Anthology", "comp ling"]]
+    html = "<table>" + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows) + "</table>"
+    numbers = {(c.row_header, c.column_header_path): c.number for c in table_cells(html) if c.number is not None}
+    assert numbers == {("S2ORC (PDF-parse)", "Papers w/ body text"): 8.1e6,
+                       ("PubMed Central (OA)", "Papers w/ body text"): 2.6e6,
+                       ("AAN (Radev et al., 2009)", "Papers w/ body text"): 25e3}
+
+
+def test_a_tightly_set_table_is_read_one_column_per_number(corpus_settings):
+    """SPECTER's Table 3 sets its columns 2-4 pt apart, closer than the words of its row labels:
+    every number of the hand-checked table is its own cell with its row label and column ("CLS USR
+    CITE REC" was one header, "36.9 80.0" one cell and "82.9" part of the label "... co-citation")."""
+    from neusym.store.versions import current_db
+
+    truth = next(t for t in _truth_tables({"acl2020_2020.acl-main.207_SPECTER.pdf"}) if t["label"] == "Table 3")
+    con = duckdb.connect(str(current_db(corpus_settings)), read_only=True)
+    got = con.execute(
+        "SELECT c.row_header, c.column_header_path, c.number FROM table_cells c "
+        "JOIN tables tb ON tb.table_id = c.ref_table_id JOIN metadata m ON m.paper_id = c.ref_paper_id "
+        "WHERE m.pdf_sha256 = ? AND tb.page_number = 8 AND tb.table_caption LIKE 'Table 3%' "
+        "AND c.number IS NOT NULL",
+        [hashlib.sha256((SAMPLES / truth["pdf"]).read_bytes()).hexdigest()]).fetchall()
+    assert sorted((_norm(r), _norm(c), n) for r, c, n in got) == sorted(
+        (_norm(cell["row"]), _norm(cell["column"]), cell["value"]) for cell in truth["cells"])
+
+
 def _truth_tables(pdf_names: set[str]) -> list[dict]:
     return [t for t in map(json.loads, TRUTH.read_text(encoding="utf-8").splitlines())
             if t["pdf"] in pdf_names]
@@ -80,8 +124,8 @@ def _truth_tables(pdf_names: set[str]) -> list[dict]:
 
 def test_cells_of_the_sample_tables_match_the_hand_checked_tables(corpus_settings):
     """Every hand-checked table of the sample PDFs is in table_cells; over their numeric cells at least
-    90% have the right value, row header and header path in one cell (benchmarks/table_cells/score.py
-    reports the exact figure), and the header path alone is right for at least 90%."""
+    97% have the right value, row header and header path in one cell (benchmarks/table_cells/score.py
+    reports the exact figure), and the header path alone is right for at least 97%."""
     from neusym.store.versions import current_db
 
     con = duckdb.connect(str(current_db(corpus_settings)), read_only=True)
@@ -105,8 +149,8 @@ def test_cells_of_the_sample_tables_match_the_hand_checked_tables(corpus_setting
             right += any(g[0] == _norm(cell["row"]) and g[1] == _norm(cell["column"]) for g in hits)
             column_right += any(g[1] == _norm(cell["column"]) for g in hits)
     assert total >= 290
-    assert right / total >= 0.90, (right, total)
-    assert column_right / total >= 0.90, (column_right, total)
+    assert right / total >= 0.97, (right, total)
+    assert column_right / total >= 0.97, (column_right, total)
 
 
 def test_result_cells_answers_an_analysts_question_across_the_corpus(corpus_settings):

@@ -6,7 +6,9 @@ This module reads that grid back as cells (:func:`table_cells`), which materiali
 ``table_cells`` so that a table can be asked about with SQL, by the agent and by analysts:
 
 - **header rows** are the leading rows where at most a third of the cells after the first hold a
-  number; several header rows give each column a *header path*, top row first, joined with " / "
+  number (in a table of words, where every row is so, the rows before the first number in a
+  mostly numeric column, else the first row); a line break inside a cell (``<br>``) separates
+  words; several header rows give each column a *header path*, top row first, joined with " / "
   ("MNLI / Acc."). A sparse upper header row (group labels the PDF centres over their columns,
   extracted as one cell each) has each label copied to the columns it is nearest to, so a spanning
   header is part of the path of every column it covers; an HTML ``colspan`` is repeated the same way.
@@ -50,16 +52,24 @@ class _TableRows(HTMLParser):
     def handle_starttag(self, tag: str, attrs: list) -> None:
         if tag == "tr":
             self.rows.append([])
+        elif tag == "br" and self._cell is not None:
+            self._cell.append("\n")
         elif tag in ("td", "th"):
             self._cell = []
             span = dict(attrs).get("colspan") or "1"
             self._span = min(int(span), 20) if span.isdigit() and int(span) > 0 else 1
 
+    def handle_startendtag(self, tag: str, attrs: list) -> None:
+        if tag == "br" and self._cell is not None:
+            self._cell.append("\n")
+
     def handle_endtag(self, tag: str) -> None:
         if tag in ("td", "th") and self._cell is not None:
             if not self.rows:
                 self.rows.append([])
-            self.rows[-1].extend([" ".join("".join(self._cell).split())] * self._span)
+            # a line break ends a word, except after a hyphen ("S2ORC-<br>SciBERT")
+            text = re.sub(r"(?<=\w-)\n(?=\w)", "", "".join(self._cell)).replace("\n", " ")
+            self.rows[-1].extend([" ".join(text.split())] * self._span)
             self._cell = None
 
     def handle_data(self, data: str) -> None:
@@ -239,12 +249,25 @@ def _nest_spans(header: list[list[str]], start: int = 1) -> list[list[str]]:
     return out
 
 
+def _text_table_header(rows: list[list[str]], number) -> int:
+    """Header rows of a table whose every row is mostly words (a comparison of corpora: "8.1M | full
+    text | yes | PubMed"): the leading rows before the first row with a number in a column that holds
+    numbers in most rows; one row when no column does."""
+    width = len(rows[0])
+    numeric_columns = [j for j in range(1, width)
+                       if sum(1 for r in rows if number(r[j]) is not None) * 2 > len(rows)]
+    for i, row in enumerate(rows):
+        if any(number(row[j]) is not None for j in numeric_columns):
+            return max(i, 1)
+    return 1
+
+
 def split_grid(rows: list[list[str]], *, number=cell_number,
                nest_spans: bool = False) -> tuple[int, list[str], list[list[str]]] | None:
     """Split a grid (cell texts, first row first) into ``(header row count, header path per column,
     data rows)``: header rows are the leading rows where at most a third of the cells after the
     first hold a number (``number``: a function of the cell text, None for no number; default
-    :func:`cell_number`); a column's path is its header texts top first, joined with " / " ("" when
+    :func:`cell_number`; when every row is so, :func:`_text_table_header`); a column's path is its header texts top first, joined with " / " ("" when
     it has none); merged numeric columns are split (see module docstring); ``nest_spans``: close the
     gaps of spanning labels (:func:`_nest_spans`). Empty rows are dropped first. None when no data
     row or fewer than two columns remain."""
@@ -259,6 +282,8 @@ def split_grid(rows: list[list[str]], *, number=cell_number,
         if numeric > (len(row) - 1) / 3:
             break
         n_header += 1
+    if n_header == len(rows) and len(rows) >= 3:
+        n_header = _text_table_header(rows, number)
     header, data = rows[:n_header], rows[n_header:]
     if not data:
         return None

@@ -23,8 +23,12 @@ Table cells (``table_content``)
     layout model off: with ``pymupdf.layout`` installed the default call runs a GNN (~1 s/page),
     and its text strategy splits decimal numbers on these papers ("84.2" -> "842", ".").
     Booktabs tables (horizontal rules only) are rebuilt from PyMuPDF's words in the region:
-    rows by baseline, columns at x positions no word crosses in the table body. ``None`` when
-    neither yields at least 2 rows x 2 columns.
+    rows by baseline, columns at x positions no word crosses in the table body. Words closer
+    than about a space form one cell, except two numbers ("36.9 80.0" set tight is two columns);
+    a phrase that still runs over several columns with every word inside one column's span is
+    split at the columns when it is the lowest header row ("CLS USR CITE REC") or what moves right
+    is numbers ("... co-citation 82.9"); labels centred over their columns stay whole. ``None``
+    when neither yields at least 2 rows x 2 columns.
 
 Equations
     A numbered display equation is a line ending with "(N)" ("(3)", "(A.2)", "(S7)", "(4b)") at
@@ -53,6 +57,8 @@ from neusym.ingest.parse.text import join_wrapped
 _CAPTION = re.compile(
     r"^(?P<label>Table|TABLE|Tab\.|Figure|FIGURE|Fig\.|FIG\.)\s*(?P<num>(?:[A-Z]\.?)?\d{1,3})\s*(?P<delim>[:.|])(?=\s|$)"
 )
+_NUMBER_WORD = re.compile(r"^[\u2212-]?\d(?:[\d,]*\d)?(?:\.\d+)?%?[*\u2020\u2021]*$")
+"""A word that is one printed number ("84.2", "−0.5", "62.1%", "1,284", "91.6*")."""
 MAX_GAP = 24.0
 """Largest vertical gap (points) between a caption and its float, or between parts of a float."""
 
@@ -435,6 +441,9 @@ def _rows_to_html(rows: list[list[str]]) -> str | None:
 
 
 def _words_grid(page: PageLayout, region: Box) -> str | None:
+    """HTML ``<table>`` rebuilt from PyMuPDF's words inside ``region`` (points): rows by baseline,
+    columns at x positions no word of the body rows crosses (module docstring); ``None`` when fewer
+    than 2 rows x 2 columns come out."""
     words = page.words()
     x0, y0, x1, y1 = region
     words = [
@@ -457,24 +466,25 @@ def _words_grid(page: PageLayout, region: Box) -> str | None:
         rows.append([w])
     if len(rows) < 2:
         return None
-    # phrases: words of a row closer than ~1 space form one cell candidate
-    row_phrases: list[list[tuple[float, float, str]]] = []
+    # phrases: words of a row closer than ~1 space form one cell candidate; two numbers never do
+    # ("36.9 80.0" set tight is two columns)
+    row_phrases: list[list[list[tuple]]] = []
     for r in rows:
         r.sort(key=lambda w: w[0])
-        phrases: list[tuple[float, float, str]] = []
+        phrases: list[list[tuple]] = []
         for w in r:
             h = w[3] - w[1]
-            if phrases and w[0] - phrases[-1][1] < 0.45 * h:
-                x0, _, t = phrases[-1]
-                phrases[-1] = (x0, w[2], t + " " + w[4])
+            if (phrases and w[0] - phrases[-1][-1][2] < 0.45 * h
+                    and not (_NUMBER_WORD.match(w[4]) and _NUMBER_WORD.match(phrases[-1][-1][4]))):
+                phrases[-1].append(w)
             else:
-                phrases.append((w[0], w[2], w[4]))
+                phrases.append([w])
         row_phrases.append(phrases)
     # columns: gaps not crossed by any phrase of the body rows (rows with the most phrases)
     counts = sorted(len(p) for p in row_phrases)
     typical = counts[len(counts) // 2]
     body_rows = [p for p in row_phrases if len(p) >= max(2, typical)] or row_phrases
-    spans = sorted((x0, x1) for p in body_rows for x0, x1, _ in p)
+    spans = sorted((p[0][0], p[-1][2]) for r in body_rows for p in r)
     merged: list[list[float]] = []
     for x0, x1 in spans:
         if merged and x0 <= merged[-1][1] + 1.0:
@@ -484,12 +494,36 @@ def _words_grid(page: PageLayout, region: Box) -> str | None:
     if len(merged) < 2:
         return None
     bounds = [(merged[i][1] + merged[i + 1][0]) / 2 for i in range(len(merged) - 1)]
+
+    def column(x0: float, x1: float) -> int:
+        return sum(1 for b in bounds if (x0 + x1) / 2 > b)
+
+    def inside(w: tuple) -> bool:
+        """Does word ``w`` lie (at least half of its width) inside the span of its column?"""
+        lo, hi = merged[column(w[0], w[2])]
+        return min(w[2], hi) - max(w[0], lo) >= 0.5 * (w[2] - w[0])
+
+    numeric = [any(_NUMBER_WORD.match(w[4]) for p in phrases for w in p) for phrases in row_phrases]
     grid: list[list[str]] = []
-    for phrases in row_phrases:
+    for i, phrases in enumerate(row_phrases):
         cells = [""] * (len(bounds) + 1)
-        for x0, x1, t in phrases:
-            col = sum(1 for b in bounds if (x0 + x1) / 2 > b)
-            cells[col] = (cells[col] + " " + t).strip()
+        # the lowest header row (no number in it, numbers in the row below); upper header rows have
+        # group labels spanning columns
+        leaf = not numeric[i] and (i + 1 == len(row_phrases) or numeric[i + 1])
+        for phrase in phrases:
+            # a phrase set so tight it runs over several columns is split at the columns when every
+            # word sits inside one column's span and, in a body row, what moves right is numbers
+            # ("co-citation 82.9"; header "CLS USR CITE REC"); a label centred over its columns
+            # ("Grobid Subset") crosses the gaps and stays one cell
+            pieces = [phrase]
+            cols = [column(w[0], w[2]) for w in phrase]
+            if len(set(cols)) > 1 and all(inside(w) for w in phrase):
+                moved = [w for w, c in zip(phrase, cols) if c != cols[0]]
+                if leaf or (numeric[i] and all(_NUMBER_WORD.match(w[4]) for w in moved)):
+                    pieces = [[w for w, c in zip(phrase, cols) if c == col] for col in sorted(set(cols))]
+            for piece in pieces:
+                col = column(piece[0][0], piece[-1][2])
+                cells[col] = (cells[col] + " " + " ".join(w[4] for w in piece)).strip()
         grid.append(cells)
     return _rows_to_html(grid)
 
