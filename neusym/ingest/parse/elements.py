@@ -515,14 +515,13 @@ def _words_grid(page: PageLayout, region: Box) -> str | None:
             # word sits inside one column's span and, in a body row, what moves right is numbers
             # ("co-citation 82.9"; header "CLS USR CITE REC"); a label centred over its columns
             # ("Grobid Subset") crosses the gaps and stays one cell
-            pieces = [phrase]
+            pieces = [(column(phrase[0][0], phrase[-1][2]), phrase)]
             cols = [column(w[0], w[2]) for w in phrase]
             if len(set(cols)) > 1 and all(inside(w) for w in phrase):
                 moved = [w for w, c in zip(phrase, cols) if c != cols[0]]
                 if leaf or (numeric[i] and all(_NUMBER_WORD.match(w[4]) for w in moved)):
-                    pieces = [[w for w, c in zip(phrase, cols) if c == col] for col in sorted(set(cols))]
-            for piece in pieces:
-                col = column(piece[0][0], piece[-1][2])
+                    pieces = [(col, [w for w, c in zip(phrase, cols) if c == col]) for col in sorted(set(cols))]
+            for col, piece in pieces:
                 cells[col] = (cells[col] + " " + " ".join(w[4] for w in piece)).strip()
         grid.append(cells)
     return _rows_to_html(grid)
