@@ -96,7 +96,9 @@ def main() -> None:
             print(f"{family:<20} {set_name:<5} touched {len(qs):>3}  shipped {shipped:>4.1f}  without {without:>4.1f}",
                   flush=True)
     earlier = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     runs = earlier.get("runs", []) + [{"command": " ".join(["python", "benchmarks/cue_ablation.py", *sys.argv[1:]]),
+                                       "commit": head.stdout.strip() or None,  # None: run from a tree copy
                                        "families": args.families, "seconds": round(time.perf_counter() - started)}]
     out = {"benchmark": "cue_ablation",
            "model": "offline Qwen2.5-Coder-1.5B Q4_K_M, temperature 0, NEUSYM_AGENT_MAX_TURNS=10",
