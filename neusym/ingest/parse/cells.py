@@ -267,10 +267,11 @@ def split_grid(rows: list[list[str]], *, number=cell_number,
     """Split a grid (cell texts, first row first) into ``(header row count, header path per column,
     data rows)``: header rows are the leading rows where at most a third of the cells after the
     first hold a number (``number``: a function of the cell text, None for no number; default
-    :func:`cell_number`; when every row is so, :func:`_text_table_header`); a column's path is its header texts top first, joined with " / " ("" when
-    it has none); merged numeric columns are split (see module docstring); ``nest_spans``: close the
-    gaps of spanning labels (:func:`_nest_spans`). Empty rows are dropped first. None when no data
-    row or fewer than two columns remain."""
+    :func:`cell_number`; when every row is so, :func:`_text_table_header`); a column's path is its
+    header texts top first, joined with " / " ("" when it has none); merged numeric columns are
+    split (see module docstring); ``nest_spans``: close the gaps of spanning labels
+    (:func:`_nest_spans`). Empty rows are dropped first. None when no data row or fewer than two
+    columns remain."""
     rows = [r for r in rows if any(c.strip() for c in r)]
     width = max((len(r) for r in rows), default=0)
     if width < 2:
