@@ -20,7 +20,7 @@ Splits: ``dev`` / ``test`` (benchmarks/airqa_dev), ``tables`` (benchmarks/airqa_
 questions on the dev papers, a tuning set for table reading written before any run), ``blind``
 (reported only). ``--tags table`` keeps one category; ``--only UUIDS.json`` keeps the items a
 variant can change (the others get the same prompts, so the same answers). A part may set a
-setting (module ``env``: an environment variable such as NEUSYM_TABLE_ANSWER).
+setting (module ``env``: an environment variable such as NEUSYM_CUES_OFF).
 
 Measured and not adopted (their results stay; each ran at the commit named, the code is gone):
 ``quote`` — the reply first copies the sentence or table row that states the answer (3aa6ea6,
@@ -62,12 +62,11 @@ RUNNER = ("import sys, json, importlib; "
           "[setattr(importlib.import_module(m), name, value) for m, name, value in json.loads(sys.argv.pop(1))]; "
           "from neusym.interfaces.cli import app; app()")
 #: Reader parts: the module constants (module, name, value) each sets in the answering process (module
-#: ``env``: an environment variable, i.e. a setting such as NEUSYM_TABLE_ANSWER). A
+#: ``env``: an environment variable, i.e. a setting such as NEUSYM_CUES_OFF). A
 #: variant under measurement gets a constant in its module and a part here; one that does not go in
 #: leaves with both.
 PARTS: dict[str, list[tuple[str, str, object]]] = {
     "direct": [],
-    "sql": [("env", "NEUSYM_TABLE_ANSWER", "sql")],
     "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
 }
 CATEGORIES = ("text", "table", "image", "formula", "metadata")

@@ -1,5 +1,7 @@
-"""Table questions: the SQL path (the model writes one query over the table's cells) against the
-operation menu, on the table items of a question set, with the offline model.
+"""Table questions: the SQL path (the model writes one query over the table's cells), on the table
+items of a question set, with the offline model. The operation menu it was compared with is gone
+(its results at 35eecbd stay in ``results/table_answer_*.json`` under mode ``operations``; the
+setting now refuses that mode).
 
 For each ``NEUSYM_TABLE_ANSWER`` mode it runs ``neusym eval run --method auto`` on the objective items
 tagged ``table`` (of the dev or test split of ``splits.json`` when the set has one) and scores them
@@ -24,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-MODES = ("sql", "operations")
+MODES = ("sql",)
 
 
 def table_items(questions: Path, split: str) -> list[dict]:

@@ -124,14 +124,12 @@ class Settings(BaseSettings):
     cues_off: list[str] = Field(
         default_factory=list,
         description='Families of question-wording rules to turn off (JSON list in NEUSYM_CUES_OFF, e.g. '
-        '["table_operation", "intent_publication"]; the families are listed in neusym/query/agent/cues.py and '
+        '["computation", "intent_publication"]; the families are listed in neusym/query/agent/cues.py and '
         'benchmarks/results/cue_hits.json). An unknown family is refused.')
-    table_answer: Literal["operations", "sql"] = Field(
-        "operations", description="How the focused route answers from a retrieved table: operations = the model picks a "
-        "column and one of a fixed menu of operations (extremum, threshold, gap) and Python computes it; sql = the model "
-        "writes one query over the table's cells (table_cells) and DuckDB computes it. With the offline 1.5B model "
-        "neither reads tables well; benchmarks/results/reader_tables.json compares them (and combinations that did "
-        "not go in) on table questions nobody tuned for.")
+    table_answer: Literal["sql"] = Field(
+        "sql", description="How the focused route answers from a retrieved table: sql = the model writes one query "
+        "over the table's cells (table_cells) and DuckDB computes it. The earlier operation menu (operations) is gone and "
+        "is refused: benchmarks/results/table_menu_removed.json measures the change.")
     agent_max_seconds: float = Field(600.0, description="Wall-clock limit of one agent run: past 80% of it the next "
                                      "turn must answer, past it the run stops (stop_reason time_limit).")
     observation_max_tokens: int = Field(

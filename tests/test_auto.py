@@ -57,20 +57,6 @@ class NoLLM:
         raise AssertionError("this route must not call the LLM")
 
 
-class ChoosingLLM(ScriptedLLM):
-    """A scripted LLM whose replies may be functions of the request's JSON schema (to pick an enum
-    value the test cannot know in advance, such as the evidence number of a retrieved table)."""
-
-    def __init__(self, replies):
-        super().__init__([])
-        self.script = list(replies)
-
-    def chat(self, messages, *, json_schema=None, max_tokens=None):
-        reply = self.script.pop(0)
-        self.replies = [json.dumps(reply(json_schema) if callable(reply) else reply)]
-        return super().chat(messages, json_schema=json_schema, max_tokens=max_tokens)
-
-
 # ---------------------------------------------------------------------------------------- routing
 def test_features_and_intents():
     f = features("How many tables does the SPECTER paper have?", None, "An integer.")
@@ -389,13 +375,16 @@ def test_a_table_reaches_the_prompt_whole_as_rows_under_its_caption(corpus_setti
     page7 = pdf_text(SPECTER_PDF, 7)
     row = page7[page7.index("SPECTER (Ours)"):].split("Table 1:")[0].split()[2:]
     assert len(row) == 13 and row[0] == "82.0"
-    llm = ChoosingLLM([{"operation": "none", "column": "none", "threshold": 0}, {"answer": "SGC", "evidence": [1]}])
+    # the table query gives three rows, not the one name asked for: they are evidence for the answer call
+    llm = ScriptedLLM([{"sql": "SELECT row_name, value FROM cells WHERE column_name LIKE '%MAP%' ORDER BY value DESC "
+                               "LIMIT 3"}, {"answer": "SGC", "evidence": [2]}])
     ask("In SPECTER's main results table on SCIDOCS, which model reaches the highest MAP on the Cite task?",
                     settings=corpus_settings, llm=llm, method="auto", paper_ids=[ids["SPECTER"]],
                     answer_format="Your answer should be the model name as a single string.")
     prompt = llm.requests[1]["messages"][1]["content"]
     items = re.split(r"\n(?=\[\d+\] \()", prompt.split("[Evidence]:\n", 1)[1])
-    table = next(item for item in items if item.split("\n")[0].split(")")[0].endswith(", table"))
+    assert "Computed by SQL over Table 1: Results on the SCIDOCS evaluation suite" in items[0]
+    table = next(item for item in items[1:] if item.split("\n")[0].split(")")[0].endswith(", table"))
     lines = table.split("\n")
     assert "Table 1: Results on the SCIDOCS evaluation suite" in lines[0] and "<td>" not in prompt
     assert "SPECTER (Ours) | " + " | ".join(row) in lines  # the last row too: the whole table fits
@@ -436,106 +425,6 @@ Q_LOWEST = "Which metadata field does the ScienceParse system extract with the l
 FMT_LOWEST = "Your answer should be a Python list of two elements: [field name as a string, F1 as a float]."
 
 
-def _column(name):
-    return lambda schema: {"operation": "lowest", "threshold": 0,
-                           "column": next(c for c in schema["properties"]["column"]["enum"] if c.endswith(f"] {name}"))}
-
-
-def test_an_extremum_over_a_table_is_computed_not_read(corpus_settings, ids):
-    # Table 1 of the PDF (page 3), read by hand: 'title' has the lowest F1, 85.5 (the dev set's gold answer)
-    page3 = " ".join(pdf_text(GRAPH_PDF, 3).split())
-    assert "Table 1: Results of the ScienceParse system." in page3 and "title 85.5 85.5 85.5" in page3
-    graph = [ids["Construction of the Literature Graph in Semantic Scholar"]]
-    llm = ChoosingLLM([_column("F1")])
-    result = ask(Q_LOWEST, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_LOWEST,
-                             paper_ids=graph)
-    choice = llm.requests[0]["json_schema"]["properties"]
-    assert choice["operation"]["enum"] == ["highest", "lowest", "above", "below", "none"]
-    assert {"Precision", "Recall", "F1"} <= {c.split("] ", 1)[1] for c in choice["column"]["enum"]}
-    op = [s for s in result.trajectory if s.action == "TableOperation"]
-    assert len(op) == 1 and op[0].observation.endswith("the lowest 'F1' is 85.5, in row title")
-    # [name, value] follows from the selected row: no answer call, the check says what was computed
-    assert result.answer == ["title", 85.5] and result.turns == 1 and len(llm.requests) == 1
-    assert result.verification["status"] == "pass" and result.verification["checks"][0]["kind"] == "table"
-    cite = result.citations[0]
-    assert (cite["table_name"], cite["page_number"]) == ("tables", 3) and "85.5" in cite["quote"]
-    # a free-text format: the answer call gets the computed rows as its first evidence line
-    reply = {"answer": "The title, with an F1 of 85.5.", "evidence": [1]}
-    free = ChoosingLLM([_column("F1"), reply, reply])
-    ask(Q_LOWEST, settings=corpus_settings, llm=free, method="auto", paper_ids=graph,
-                    answer_format="Your answer should be one short sentence of plain text.")
-    first = free.requests[1]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].split("\n")[0]
-    assert first.startswith("[1] (page 3, table) Computed from Table 1: Results of the ScienceParse system.")
-    # "by how many points does it trail the authors field": measured against the row the question names
-    # (page 3: "title 85.5 85.5 85.5 authors 92.1 92.1 92.1"), still without an answer call
-    assert "authors 92.1 92.1 92.1" in page3
-    trail = ChoosingLLM([_column("F1")])
-    diff = ask(Q_LOWEST.replace("and what is that F1?", "and by how many F1 points does it trail the "
-                                            "authors field?"), settings=corpus_settings, llm=trail, method="auto",
-                           answer_format=FMT_LOWEST, paper_ids=graph)
-    assert diff.answer == ["title", 6.6] and len(trail.requests) == 1
-    # a further computation the operation does not make (a ratio) gets the rows as evidence, not as the answer
-    reply = {"answer": ["title", "85.5 / 92.1"], "evidence": [1]}
-    more = ChoosingLLM([_column("F1"), reply, reply])
-    ratio = ask(Q_LOWEST.replace("and what is that F1?", "and what is the ratio of that F1 to the "
-                                             "authors F1?"), settings=corpus_settings, llm=more, method="auto",
-                            answer_format=FMT_LOWEST, paper_ids=graph)
-    assert len(more.requests) >= 2 and ratio.answer[0] == "title"
-    # the model says the question is no table operation: the answer call reads the evidence as retrieved
-    reply = {"answer": ["title", 85.5], "evidence": [1]}
-    none = ChoosingLLM([{"operation": "none", "column": "none", "threshold": 0}, reply, reply])  # + a repair round
-    ask(Q_LOWEST, settings=corpus_settings, llm=none, method="auto", answer_format=FMT_LOWEST,
-                    paper_ids=graph)
-    assert "Computed from" not in none.requests[1]["messages"][1]["content"]
-
-
-@pytest.mark.parametrize("text, number", [
-    ("85.5", 85.5), ("62%", 62.0), ("−0.3", -0.3), ("1,284", 1284.0), ("84.2±0.3", 84.2), ("0.42 (17%)", 0.42),
-    ("91.6*", 91.6), ("", None), ("SPECTER", None), ("36.9 80.0", None), ("PubMed (2018)", None)])
-def test_table_cells_read_as_numbers(text, number):
-    from neusym.query.agent.tableops import cell_number
-
-    assert cell_number(text) == number
-
-
-def test_threshold_and_header_rows_of_a_real_table():
-    from neusym.query.agent.tableops import apply_operation, parse_table, shaped_answer
-
-    # LongEval's Table 1 as extracted (rows of the PDF, page 3): two rows above 500 summary words
-    rows = [["Dataset", "|source| (words)", "|summary| (words)", "papers"], ["PubMed (2018)", "3092", "205", "59"],
-            ["GovReport (2021)", "7551", "547", "16"], ["BookSum (2021)", "5102", "505", "4"],
-            ["SQuALITY (2022)", "5194", "227", "1"]]
-    table = parse_table(rows)
-    assert table.columns == rows[0] and len(table.rows) == 4
-    above = apply_operation(table, 2, "above", 500)
-    assert above.text == "rows with '|summary| (words)' above 500: GovReport (2021) (547), BookSum (2021) (505)"
-    assert shaped_answer(above, "Your answer should be a Python list of dataset names.") == ["GovReport (2021)",
-                                                                                             "BookSum (2021)"]
-    assert shaped_answer(above, "Your answer should be a Python list of three strings.") is None
-    assert apply_operation(table, 2, "above", None) is None and apply_operation(table, 2, "none") is None
-    fewest = apply_operation(table, 3, "lowest")
-    assert shaped_answer(fewest, "Your answer should be a single integer.") == 1
-    assert shaped_answer(fewest, "Your answer should be the dataset name as a single string.") == "SQuALITY (2022)"
-    assert shaped_answer(fewest, "Your answer should be a short paragraph of plain text.") is None
-    # the model picks a neighbouring column the question does not name: the one it names is used
-    from neusym.query.agent.tableops import choose_operation
-
-    q = "Among the long-form summarization datasets, which ones have an average summary length above 500 words?"
-    for picked in ("papers", "|source| (words)", "|summary| (words)"):
-        choice = {"operation": "above", "column": f"[1] {picked}", "other_column": "none", "threshold": 500}
-        (_, chosen), _ = choose_operation(q, [(1, table)], ScriptedLLM([json.dumps(choice)]))
-        assert chosen.column == "|summary| (words)"
-    choice = {"operation": "above", "column": "[1] |source| (words)", "other_column": "none", "threshold": 5000}
-    (_, chosen), _ = choose_operation("Which datasets have sources above 5000 words?", [(1, table)],
-                                      ScriptedLLM([json.dumps(choice)]))
-    assert chosen.column == "|source| (words)" and [r[0] for r in chosen.rows] == ["GovReport (2021)", "BookSum (2021)",
-                                                                                   "SQuALITY (2022)"]
-    two = parse_table([["Task", "Cite", "Cite"], ["Metric", "MAP", "nDCG"], ["SGC", "91.6", "96.2"], ["SPECTER", "88.3", "94.9"]])
-    assert two.columns == ["Task / Metric", "Cite / MAP", "Cite / nDCG"]
-    assert apply_operation(two, 1, "highest").text == "the highest 'Cite / MAP' is 91.6, in row SGC"
-
-
-# S2ORC's Table 5 as extracted from its PDF (page 8; ACL 2020, CC BY 4.0): four leading text columns
 S2ORC_TABLE_5 = [
     ["Domain", "Dataset", "Reference", "Task", "SCIBERT", "S2ORC-SCIBERT"],
     ["", "BC5CDR", "Li et al. (2016)", "NER", "90.01", "90.41 ± 0.06"],
@@ -545,94 +434,6 @@ S2ORC_TABLE_5 = [
     ["", "ACL-ARC", "Jurgens et al. (2018)", "CLS", "70.98", "68.45 ± 2.47"],
     ["Biomed & CS", "SciCite", "Cohan et al. (2019)", "CLS", "85.49", "84.76 ± 0.37"],
 ]
-
-
-def test_gaps_between_two_columns_of_real_tables():
-    from neusym.query.agent.tableops import apply_operation, asks_beyond, parse_table, row_labels, shaped_answer
-
-    # LongEval's Table 3 (page 5): the COARSE-FINE gap is smallest for "PubMed + ngram block", 11.7 vs 9.3
-    longeval = parse_table([["Dataset", "COARSE", "FINE"], ["SQuALITY", "18.5", "6.8"], ["PubMed", "11.8", "7.3"],
-                            ["PubMed + ngram block", "11.7", "9.3"], ["Average", "14.0", "7.8"]])
-    smallest = apply_operation(longeval, 2, "smallest_gap", other=1)  # either order
-    assert smallest.rows == [("PubMed + ngram block", 2.4)]
-    assert shaped_answer(smallest, "Your answer should be a Python list of two elements: the dataset setting and "
-                                   "the difference as a float.") == ["PubMed + ngram block", 2.4]
-    assert apply_operation(longeval, 1, "largest_gap").__class__ is type(None)  # a gap needs two columns
-    # S2ORC's Table 5: S2ORC-SciBERT gains most over SciBERT on SciERC relation extraction, 81.77 vs 79.97,
-    # whichever column the model names first (ACL-ARC, where SciBERT is ahead by 2.53, is not a gain)
-    s2orc = parse_table(S2ORC_TABLE_5)
-    assert row_labels(s2orc)[3] == "CS, SciERC, Luan et al. (2018), REL"
-    for first, second in ((4, 5), (5, 4)):
-        gain = apply_operation(s2orc, first, "largest_gap", other=second)
-        assert gain.rows == [("CS, SciERC, Luan et al. (2018), REL", 1.8)] and gain.column == "S2ORC-SCIBERT − SCIBERT"
-    # TableFormer's Table 6 (page 8; ACL 2022, CC BY 4.0): group labels centred over their columns, no spans
-    tableformer = parse_table([["", "", "Befor Perturb", "", "After Perturb"], ["", "ALL", "SEQ", "ALL", "V P"],
-                               ["TAPASBASE", "61.1", "31.3", "57.4", "14.0%"], ["TAPASBASE 1p", "63.4", "34.6", "63.4", "9.9%"],
-                               ["TABLEFORMERBASE", "66.7", "39.7", "66.7", "0.1%"]])
-    assert tableformer.columns[1:] == ["Befor Perturb / ALL", "Befor Perturb / SEQ", "After Perturb / ALL",
-                                       "After Perturb / V P"]
-    drop = apply_operation(tableformer, 3, "largest_gap", other=1)
-    assert drop.rows == [("TAPASBASE", 3.7)]
-    # the words a gap or an "Avg." column answers ask for nothing more; a second comparison does
-    assert not asks_beyond("In which setting is the gap between COARSE and FINE smallest, and how large is it?",
-                           smallest)
-    specter_ablation = parse_table([["", "CLS", "Avg."], ["SPECTER", "84.2", "80.0"], ["+ author", "82.7", "67.3"]])
-    lowest = apply_operation(specter_ablation, 2, "lowest")
-    assert not asks_beyond("Which variant lowers the overall average score the most, and what average does it get?",
-                           lowest)
-    assert asks_beyond("Which model has the highest CLS, and by how many points does it beat SPECTER?",
-                       apply_operation(specter_ablation, 1, "highest"))
-
-
-def test_an_extremum_is_measured_against_the_row_the_question_compares_it_with():
-    from neusym.query.agent.tableops import against_reference, apply_operation, choose_operation, parse_table, shaped_answer
-
-    fmt = "Your answer should be a Python list of two elements: the model name as written in the table (without the " \
-          "year in parentheses) and the MAP difference as a float with one decimal place."
-    # SPECTER's Table 1 (page 6), Cite / MAP as extracted: SGC 91.6 is highest, SPECTER 88.3
-    specter = parse_table([["Model", "Cite / MAP"], ["Citeomatic (2018)", "86.3"], ["SGC (2019a)", "91.6"],
-                           ["SPECTER (Ours)", "88.3"]])
-    q = "Which model reaches the highest MAP on Cite, and by how many MAP points does it beat SPECTER there?"
-    beat = against_reference(q, specter, 1, apply_operation(specter, 1, "highest"))
-    assert beat.rows == [("SGC (2019a)", 3.3)] and beat.reference == "SPECTER (Ours)"
-    assert shaped_answer(beat, fmt, q) == ["SGC", 3.3]
-    # no "by how much": the extremum's own value
-    plain = against_reference("Which model reaches the highest MAP on Cite?", specter, 1,
-                              apply_operation(specter, 1, "highest"))
-    assert plain.rows == [("SGC (2019a)", 91.6)] and plain.reference is None
-    # PaperMage's Table 2 (page 5): "the better of the two Grobid variants" is the best of the rows it names
-    papermage = parse_table([["Model", "F1"], ["GrobidCRF", "39.1"], ["GrobidNN", "37.6"], ["RoBERTa", "76.8"],
-                             ["I-VILA", "92.7"]])
-    q2 = "Which model gets the best macro F1, and by how many F1 points does it beat the better of the two Grobid variants?"
-    assert against_reference(q2, papermage, 1, apply_operation(papermage, 1, "highest")).rows == [("I-VILA", 53.6)]
-    # TableFormer's Table 7 (page 8): "removing which bias drops ALL the most" is measured against the full model,
-    # the row not marked "- ", and the answer names the bias without the mark
-    ablation = parse_table([["", "ALL", "SEQ"], ["TABLEFORMERBASE", "62.1", "38.4"], ["- Same Row", "32.1", "2.8"],
-                            ["- Same Column", "62.1", "37.7"], ["- All Column Related (# 2, 4, 6)", "54.5", "29.3"]])
-    q3 = ("In TableFormer's ablation of individual attention bias types, removing which single bias type causes the "
-          "largest drop in ALL accuracy, and how large is the drop?")
-    drop = against_reference(q3, ablation, 1, apply_operation(ablation, 1, "lowest"))
-    assert drop.rows == [("- Same Row", 30.0)] and drop.reference == "TABLEFORMERBASE"
-    assert shaped_answer(drop, "Your answer should be a Python list of two elements: [bias type name as written in the "
-                               "table, drop as a float with one decimal place].", q3) == ["Same Row", 30]
-    # the model picks a gap between ALL and SEQ, a column the question does not name: the drop is still measured
-    # against the full model
-    choice = {"operation": "largest_gap", "column": "[2] ALL", "other_column": "[2] SEQ", "threshold": 0}
-    (number, result), _ = choose_operation(q3, [(2, ablation)], ScriptedLLM([json.dumps(choice)]))
-    assert number == 2 and result.rows == [("- Same Row", 30.0)]
-    # DecompX's Table A.1 (appendix): "w/o" marks the ablated rows; the format lists the options to answer with
-    decompx = parse_table([["column 1", "SST2 / AOPC↑", "SST2 / ACC↓"], ["DecompX", "0.627", "40.80"],
-                           ["w/o Bias", "0.635", "39.95"], ["w/o FFN", "0.494", "53.05"],
-                           ["w/o Classification Head", "0.288", "69.93"]])
-    q4 = "In DecompX's leave-one-out ablation, removing which component causes the largest AOPC drop on SST2?"
-    one = {"operation": "largest_gap", "column": "[3] SST2 / AOPC↑", "other_column": "none", "threshold": 0}
-    (_, removed), _ = choose_operation(q4, [(3, decompx)], ScriptedLLM([json.dumps(one)]))
-    assert removed.rows == [("w/o Classification Head", 0.339)] and removed.reference == "DecompX"
-    assert shaped_answer(removed, "Your answer should be one string: 'bias', 'FFN' or 'classification head'.",
-                         q4) == "classification head"
-    # a gap the model gives one column of, with no row to compare against: no operation
-    lone = {"operation": "largest_gap", "column": "[2] ALL", "other_column": "none", "threshold": 0}
-    assert choose_operation("Which row has the largest gap?", [(2, ablation)], ScriptedLLM([json.dumps(lone)]))[0] is None
 
 
 def test_the_table_slot_takes_the_table_whose_numbers_an_excerpt_quotes(corpus_settings, ids):
@@ -722,42 +523,18 @@ def test_a_first_keyword_hit_is_not_pushed_out_by_middling_dense_agreement(corpu
 
 
 def test_merged_columns_and_multi_column_labels_of_real_tables():
-    from neusym.query.agent.tableops import apply_operation, label_parts, parse_table, shaped_answer
+    from neusym.ingest.parse.cells import split_grid
 
     # the literature-graph paper's Table 2 (page 4) as extracted: "prec. yield" under CS is one column whose cells hold
-    # both numbers ("98.4 712"); split, the CS-to-biomedical precision drop is largest for Off-the-shelf, 97.4 -> 77.5
-    graph = parse_table([["Approach", "CS", "Bio", "Bio"], ["", "prec. yield", "prec.", "yield"],
-                         ["Statistical", "98.4 712", "94.4", "928"], ["Hybrid", "91.5 1990", "92.1", "3126"],
-                         ["Oﬀ-the-shelf", "97.4 873", "77.5", "1206"]])
-    assert graph.columns == ["Approach", "CS / prec.", "CS / yield", "Bio / prec.", "Bio / yield"]
-    drop = apply_operation(graph, 1, "largest_gap", other=3)
-    q = "Which approach loses the most precision from computer science to biomedical papers, and by how much?"
-    assert shaped_answer(drop, "Your answer should be a Python list of two elements: the approach name as written in "
-                               "the table and the drop as a float.", q) == ["Off-the-shelf", 19.9]
-    # S2ORC's Table 5: a format asking for [dataset, task, gain] gets those parts of the row's four-column label
-    s2orc = parse_table(S2ORC_TABLE_5)
-    gain = apply_operation(s2orc, 5, "largest_gap", other=4)
-    gain.parts = label_parts(s2orc, gain.rows[0][0])
-    assert gain.parts == {"Domain": "CS", "Dataset": "SciERC", "Reference": "Luan et al. (2018)", "Task": "REL"}
-    fmt = ("Your answer should be a Python list of three elements: [dataset name, task abbreviation as written in the "
-           "table, gain as a float with two decimal places].")
-    assert shaped_answer(gain, fmt) == ["SciERC", "REL", 1.8]
-    assert shaped_answer(gain, fmt.replace("dataset name", "model name")) is None  # no label column is a model
-
-
-def test_gap_operations_are_offered_only_when_the_question_compares(corpus_settings):
-    from neusym.query.agent.tableops import choose_operation, parse_table
-
-    s2orc = parse_table(S2ORC_TABLE_5)
-    for question, offered in (("On which task does S2ORC-SciBERT gain the most over SciBERT?", True),
-                              ("Which task has the highest SciBERT score?", False)):
-        llm = ScriptedLLM([{"operation": "highest", "column": "[1] SCIBERT", "other_column": "none", "threshold": 0}])
-        chosen, _ = choose_operation(question, [(1, s2orc)], llm)
-        schema = llm.requests[0]["json_schema"]["properties"]
-        assert ("largest_gap" in schema["operation"]["enum"]) is offered
-        # only columns holding numbers can be chosen
-        assert schema["column"]["enum"] == ["[1] SCIBERT", "[1] S2ORC-SCIBERT"]
-        assert chosen[1].rows == [("BC5CDR, Li et al. (2016), NER", 90.01)]  # the highest of the column
+    # both numbers ("98.4 712"); split, each number has its own column under its own header path
+    graph = split_grid([["Approach", "CS", "Bio", "Bio"], ["", "prec. yield", "prec.", "yield"],
+                        ["Statistical", "98.4 712", "94.4", "928"], ["Hybrid", "91.5 1990", "92.1", "3126"],
+                        ["Oﬀ-the-shelf", "97.4 873", "77.5", "1206"]])
+    assert graph[0] == 2 and graph[1] == ["Approach", "CS / prec.", "CS / yield", "Bio / prec.", "Bio / yield"]
+    assert graph[2][2] == ["Oﬀ-the-shelf", "97.4", "873", "77.5", "1206"]
+    # S2ORC's Table 5: four label columns (domain, dataset, reference, task) before the two score columns
+    n_header, paths, data = split_grid(S2ORC_TABLE_5)
+    assert paths[:4] == ["Domain", "Dataset", "Reference", "Task"] and len(data[0]) == len(paths)
 
 
 def test_a_long_excerpt_is_cut_around_the_sentences_the_question_asks_about():

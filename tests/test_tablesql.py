@@ -24,7 +24,7 @@ FORMAT = "Your answer should be a Python list of two elements: [field name as a 
 
 @pytest.fixture(scope="module")
 def sql_settings(corpus_settings):
-    return corpus_settings.model_copy(update={"table_answer": "sql"})
+    return corpus_settings
 
 
 @pytest.fixture(scope="module")
@@ -118,23 +118,17 @@ def test_a_query_that_fails_is_repaired_once_with_the_database_message(sql_setti
         assert env.query("SELECT count(*) FROM table_cells")[0][0] > 0
 
 
-def test_the_operation_menu_is_the_default(corpus_settings, graph):
+def test_tables_are_answered_through_sql_by_default_and_the_old_menu_is_refused(corpus_settings, graph):
+    """No setting needed: the focused route queries the table's cells. The operation menu that was
+    the default before is gone; a setting still naming it fails closed instead of being ignored."""
     pid, _ = graph
-    settings = corpus_settings
-    assert settings.table_answer == "operations"
-    choose = {"operation": "lowest", "column": None, "threshold": 0}
-
-    class Choosing(ScriptedLLM):
-        def chat(self, messages, *, json_schema=None, max_tokens=None):
-            if json_schema and "operation" in json_schema.get("properties", {}):
-                column = next(c for c in json_schema["properties"]["column"]["enum"] if c.endswith("] F1"))
-                self.replies.insert(0, json.dumps(dict(choose, column=column)))
-            return super().chat(messages, json_schema=json_schema, max_tokens=max_tokens)
-
-    llm = Choosing([])
-    result = ask(QUESTION, settings=settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
-    assert result.answer == ["title", 85.5] and any(s.action == "TableOperation" for s in result.trajectory)
-    assert not any(s.action == "RetrieveFromDatabase" for s in result.trajectory)
+    assert corpus_settings.table_answer == "sql"
+    llm = ScriptedLLM([{"sql": "SELECT row_name, value FROM cells WHERE column_name LIKE '%F1' ORDER BY value LIMIT 1"}])
+    result = ask(QUESTION, settings=corpus_settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
+    assert result.answer == ["title", 85.5]
+    assert [s.action for s in result.trajectory] == ["RetrieveFromVectorstore", "RetrieveFromDatabase"]
+    with pytest.raises(ValueError, match="table_answer"):
+        corpus_settings.model_validate({**corpus_settings.model_dump(), "table_answer": "operations"})
 
 
 def test_a_looked_up_cell_is_the_answer_when_the_query_names_its_row(sql_settings, graph):
@@ -186,7 +180,7 @@ def test_a_result_wider_than_the_format_is_shaped_by_dropping_what_the_query_fil
 
         lowest = run("SELECT row_name, column_name, value FROM cells WHERE column_name = 'F1' ORDER BY value LIMIT 1")
         assert lowest.rows == [("title", "F1", 85.5)]
-        assert shaped_result(lowest, FORMAT, QUESTION) == ["title", 85.5]
+        assert shaped_result(lowest, FORMAT) == ["title", 85.5]
         one = run("SELECT row_name, value FROM cells WHERE column_name = 'F1' AND row_name = 'authors'")
         assert shaped_result(one, "Your answer should be a float rounded to 1 decimal place.") == 92.1
         assert shaped_result(one, "Your answer should be an integer.") is None  # 92.1 is no integer
@@ -195,3 +189,22 @@ def test_a_result_wider_than_the_format_is_shaped_by_dropping_what_the_query_fil
         assert shaped_result(two, "Your answer should be a float rounded to 1 decimal place.") is None  # which row?
         named = run("SELECT row_name FROM cells WHERE column_name = 'F1' ORDER BY value LIMIT 1")
         assert shaped_result(named, "Your answer should be a string.") == "title"
+
+
+def test_a_question_names_the_table_whose_rows_and_columns_it_shares_words_with(corpus_settings, graph):
+    """The table slot and the SQL path open when the question names a stored table's row and column
+    (Table 1 of the literature-graph paper: rows title, authors, year, ...; columns Precision, Recall, F1),
+    read from the table's own labels rather than from wording rules."""
+    from neusym.query.agent.auto import tables_the_question_names
+
+    pid, table_id = graph
+    with pymupdf.open(GRAPH_PDF) as doc:
+        page3 = " ".join(doc[2].get_text().split())
+    assert "authors 92.1 92.1 92.1" in page3  # the row and its F1, as printed
+    papers = [(pid, "Construction of the Literature Graph in Semantic Scholar")]
+    with Environment(corpus_settings) as env:
+        assert tables_the_question_names("What F1 does ScienceParse reach on the authors field?", papers, env)[0] == table_id
+        # a row without a column (or a column without a row) is not enough, nor is a question about the text
+        assert table_id not in tables_the_question_names("Who are the authors of the paper?", papers, env)
+        assert tables_the_question_names("How are papers linked to their entities in the graph?", papers, env) == []
+        assert tables_the_question_names("What F1 does it reach on the authors field?", [], env) == []

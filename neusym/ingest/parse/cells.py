@@ -30,9 +30,8 @@ import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
-from neusym.values import coerce_number
 
-__all__ = ["ParsedTable", "TableCell", "cell_number", "html_rows", "parse_number", "parse_table", "split_grid",
+__all__ = ["TableCell", "html_rows", "parse_number", "split_grid",
            "table_cells"]
 
 
@@ -146,17 +145,6 @@ def parse_number(text: str | None) -> Number | None:
     return Number(value=value, plus_minus=pm, unit=m.group("unit"), marks=marks)
 
 
-def cell_number(text: str) -> float | None:
-    """The number a table cell shows ("85.5", "62%", "−0.3", "1,284", "84.2±0.3" → 84.2, "91.6*"),
-    read by :func:`neusym.values.coerce_number` after the cell's annotations (± spread,
-    a parenthesised aside, significance marks) are cut; None for empty cells, words and cells with
-    several numbers ("36.9 80.0"). (What the table operations of the agent read; :func:`parse_number`
-    is the cell relation's richer reading.)"""
-    t = re.split(r"\s*(?:±|\+/-|\()", (text or "").strip(), maxsplit=1)[0].strip().rstrip("*†‡").strip()
-    value = coerce_number(t, extract=False) if t else None
-    return None if value is None or isinstance(value, bool) else float(value)
-
-
 # --------------------------------------------------------------------------------------- header
 
 
@@ -262,14 +250,12 @@ def _text_table_header(rows: list[list[str]], number) -> int:
     return 1
 
 
-def split_grid(rows: list[list[str]], *, number=cell_number,
-               nest_spans: bool = False) -> tuple[int, list[str], list[list[str]]] | None:
+def split_grid(rows: list[list[str]]) -> tuple[int, list[str], list[list[str]]] | None:
     """Split a grid (cell texts, first row first) into ``(header row count, header path per column,
     data rows)``: header rows are the leading rows where at most a third of the cells after the
-    first hold a number (``number``: a function of the cell text, None for no number; default
-    :func:`cell_number`; when every row is so, :func:`_text_table_header`); a column's path is its
+    first hold a number (:func:`parse_number`; when every row is so, :func:`_text_table_header`); a column's path is its
     header texts top first, joined with " / " ("" when it has none); merged numeric columns are
-    split (see module docstring); ``nest_spans``: close the gaps of spanning labels
+    split (see module docstring); the gaps of spanning labels are closed
     (:func:`_nest_spans`). Empty rows are dropped first. None when no data row or fewer than two
     columns remain."""
     rows = [r for r in rows if any(c.strip() for c in r)]
@@ -279,17 +265,16 @@ def split_grid(rows: list[list[str]], *, number=cell_number,
     rows = [r + [""] * (width - len(r)) for r in rows]
     n_header = 0
     for row in rows:
-        numeric = sum(1 for c in row[1:] if number(c) is not None)
+        numeric = sum(1 for c in row[1:] if parse_number(c) is not None)
         if numeric > (len(row) - 1) / 3:
             break
         n_header += 1
     if n_header == len(rows) and len(rows) >= 3:
-        n_header = _text_table_header(rows, number)
+        n_header = _text_table_header(rows, parse_number)
     header, data = rows[:n_header], rows[n_header:]
     if not data:
         return None
-    if nest_spans:
-        header = _nest_spans(header, _label_columns(data, number))
+    header = _nest_spans(header, _label_columns(data, parse_number))
     header = [_spread_groups(row) if i < len(header) - 1 else row for i, row in enumerate(header)]
     paths = []
     for j in range(width):
@@ -301,32 +286,6 @@ def split_grid(rows: list[list[str]], *, number=cell_number,
         paths.append(" / ".join(parts))
     paths, data = _split_merged_columns(paths, data)
     return n_header, paths, data
-
-
-@dataclass
-class ParsedTable:
-    """A table as ``columns`` (one name per column; header rows joined with " / ") and data ``rows``
-    (lists of cell texts, each as long as ``columns``)."""
-
-    columns: list[str]
-    rows: list[list[str]]
-
-
-def parse_table(rows: list[list[str]]) -> ParsedTable | None:
-    """:func:`split_grid` as the agent's table operations read it: a column without header text is
-    named "column N" and repeated names get " (2)", " (3)" (names must be unique). None as
-    :func:`split_grid`."""
-    split = split_grid(rows)
-    if split is None:
-        return None
-    _, paths, data = split
-    columns = [p or f"column {j + 1}" for j, p in enumerate(paths)]
-    seen: dict[str, int] = {}
-    for j, name in enumerate(columns):  # enum values must be unique
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] > 1:
-            columns[j] = f"{name} ({seen[name]})"
-    return ParsedTable(columns, data)
 
 
 # ---------------------------------------------------------------------------------------- cells
@@ -410,7 +369,7 @@ def table_cells(html_table: str | None) -> list[TableCell]:
     with its row header, header path and parsed number (see the module docstring). ``[]`` when the
     HTML holds no table of at least two columns and one data row. Never raises on bad HTML."""
     rows = [[_plain(c) for c in r] for r in html_rows(html_table)]
-    split = split_grid(rows, number=parse_number, nest_spans=True)
+    split = split_grid(rows)
     if split is None:
         return []
     n_header, paths, data = split

@@ -15,9 +15,9 @@ papers it is about and, only when those leave it open, one constrained LLM call,
   table contents and captions, figure captions and OCR text and equations, fused by reciprocal rank (SR-RAG), each chunk labelled with its enclosing section and cut around
   the sentences the question asks about, tables shown whole (caption + rows), figures with their
   OCR text; then ONE LLM call with a
-  compact prompt, its answer typed by the answer format (:func:`answer_schema`). Extremum, threshold
-  and gap (two columns) questions over a retrieved table are computed (:mod:`neusym.query.agent.tableops`:
-  the model picks operation and columns, Python computes);
+  compact prompt, its answer typed by the answer format (:func:`answer_schema`). When the evidence
+  points at a table, the model first writes one SQL query over that table's cells
+  (:mod:`neusym.query.agent.tablesql`) and DuckDB computes it;
 - ``agent`` — the full NeuSym-RAG loop, for questions that name no paper and do not ask for one
   (open-ended questions over the collection). Questions about several named papers went to the
   agent before: 1 of the 12 dev items that took it was right, 3 of 12 with the focused reading of
@@ -305,8 +305,7 @@ def table_rows_text(html_table: str) -> str:
 def element_contexts(cells: list[dict], env: Any) -> None:
     """Set ``context`` on table and figure cells: the whole element as a reader sees it, whichever of
     its columns matched. Tables: caption, then the rows (:func:`table_rows_text`); figures: caption,
-    then the text OCR read inside the figure. Table cells also get ``table_rows`` (lists of cell texts)
-    for :mod:`neusym.query.agent.tableops`. Other cells are left as they are."""
+    then the text OCR read inside the figure. Other cells are left as they are."""
     for table, columns in (("tables", "table_caption, table_content"), ("images", "image_caption, image_ocr_text")):
         pk = PRIMARY_KEYS[table]
         keys = [str(c["primary_key"]) for c in cells if c["table_name"] == table]
@@ -321,8 +320,7 @@ def element_contexts(cells: list[dict], env: Any) -> None:
             caption, body = found[str(c["primary_key"])]
             caption = " ".join(caption.split())
             if table == "tables":
-                c["table_rows"] = html_rows(body)
-                c["context"] = (caption + "\n" if caption else "") + (_rows_text(c["table_rows"]) or body)
+                c["context"] = (caption + "\n" if caption else "") + (_rows_text(html_rows(body)) or body)
             else:
                 ocr = " ".join(body.split())
                 c["context"] = caption + (f"\n[text inside the figure, read by OCR]: {ocr}" if ocr else "")
@@ -567,17 +565,58 @@ def answer_paper_search(question: str, conferences: list[str] | None, env: Any, 
     return result
 
 
+def tables_the_question_names(question: str, papers: list[tuple[str, str]], env: Any) -> list[str]:
+    """The stored tables of ``papers`` whose structure the question names: ids (``tables.table_id``,
+    as strings) of the tables whose rows and columns each share a content word with the question,
+    :data:`NAMED_TABLE_WORDS` distinct shared words at least (``table_cells``). The rows are named
+    by a row header or by the header of the first column, which says what the rows are ("the
+    co-citation F1 of SciBERT": row "SciBERT", header "Co-Cite / F1"; "which field has the lowest
+    F1": first column "Field", header "F1"); the columns by a column header path. Best first (most
+    shared words; ties: page order). Reads the table's own labels, not the question's wording: no
+    word list decides it. ``[]`` when the corpus has no ``table_cells`` (a version before them)."""
+    ids = [pid for pid, _ in papers]
+    terms = _label_terms(question)
+    if not ids or not terms:
+        return []
+    try:
+        rows = env.query(
+            "SELECT c.ref_table_id::VARCHAR, string_agg(DISTINCT c.row_header, ' ') || ' ' || "
+            "coalesce(string_agg(DISTINCT CASE WHEN c.column_index = 0 THEN c.column_header_path END, ' '), ''), "
+            "string_agg(DISTINCT c.column_header_path, ' '), min(t.page_number) FROM table_cells c "
+            "JOIN tables t ON t.table_id = c.ref_table_id WHERE c.ref_paper_id::VARCHAR IN "
+            f"({', '.join('?' for _ in ids)}) GROUP BY 1", ids)
+    except NeusymError:
+        return []
+    named = []
+    for table_id, row_headers, header_paths, page in rows:
+        in_rows, in_headers = terms & _label_terms(row_headers or ""), terms & _label_terms(header_paths or "")
+        if in_rows and in_headers and len(in_rows | in_headers) >= NAMED_TABLE_WORDS:
+            named.append((-len(in_rows | in_headers), page or 0, table_id))
+    return [table_id for *_, table_id in sorted(named)]
+
+
+def _label_terms(text: str) -> set[str]:
+    """Content words of a question or of table labels: :func:`_terms`, plus the two-character names
+    of metrics and settings that hold a digit ("F1", "R2", "P5")."""
+    return {t for t in word_tokens(text) if t not in _STOP and (len(t) > 2 or (len(t) == 2 and not t.isdigit()
+                                                                               and any(ch.isdigit() for ch in t)))}
+
+
+#: How many distinct words a question must share with a table's row headers and column header
+#: paths together (at least one with each) to name that table (:func:`tables_the_question_names`).
+NAMED_TABLE_WORDS = 2
+
+
 def focused_context(question: str, papers: list[tuple[str, str]], route_features: dict, env: Any,
                     trace: list | None = None) -> tuple[list[dict], str]:
     """What the focused route's reader sees: (the evidence cells, the evidence text of its prompt).
 
-    The cells are :func:`focused_evidence` (a table slot when the question may ask for a table
-    operation), each table and figure with its context (:func:`element_contexts`). ``trace``: a list that receives one ``{"view", "collection", "hits"}``
+    The cells are :func:`focused_evidence`, with a table slot when the question names a stored
+    table's rows and columns (:func:`tables_the_question_names`), each table and figure with its
+    context (:func:`element_contexts`). ``trace``: a list that receives one ``{"view", "collection", "hits"}``
     per retrieval list (``benchmarks/evidence_recall.py`` measures each stage with it)."""
-    from neusym.query.agent.tableops import OPERATION_CUE
-
     cells = focused_evidence(question, papers, env, modality=route_features.get("modality", []),
-                             ensure_table=bool(OPERATION_CUE.search(question)), trace=trace)
+                             ensure_table=bool(tables_the_question_names(question, papers, env)), trace=trace)
     element_contexts(cells, env)
     return cells, "\n".join(_evidence_block(cells, env, question, papers))
 
@@ -585,29 +624,19 @@ def focused_context(question: str, papers: list[tuple[str, str]], route_features
 def answer_focused(question: str, answer_format: str | None, papers: list[tuple[str, str]], route_features: dict,
                    env: Any, llm: Any, result: Any, add_step: Callable) -> Any:
     """The ``focused`` route: the best excerpts of each of ``papers`` (:func:`focused_evidence`, table
-    and figure contexts), a table operation when the question asks
-    for one, else one LLM call typed by the answer format, verified, repaired once when a check
-    fails, cited."""
+    and figure contexts); when the evidence points at a table, one SQL query over its cells
+    (:func:`_table_sql`), whose rows are the answer when they have the format's shape; else one LLM
+    call typed by the answer format, verified, repaired once when a check fails, cited."""
     cells, observation = focused_context(question, papers, route_features, env)
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in papers]},
                   observation=observation, fixed=True))
     compute = asks_to_compute(question) or worked_computation(question)
-    mode = getattr(getattr(env, "settings", None), "table_answer", "operations")
-    sql_result = None
-    if mode == "sql":
-        cells, sql_result = _table_sql(question, answer_format, cells, route_features, env, llm, result, add_step)
-        direct = sql_result[2] if sql_result else None
-        if direct is not None:  # the query's rows have the shape the format asks for: they are the answer
-            result.answer = direct
-            result.verification = Verification("pass" if sql_result[1] else "fail", [_sql_check(sql_result)]).to_dict()
-            result.citations = [c.to_dict() for c in citations_for(env, cells[:1], direct)]
-            return result
-    else:
-        cells, direct = _table_operation(question, answer_format, cells, llm, result, add_step, compute)
-    if direct is not None:  # the computed rows are the answer in the shape the format asks for
+    cells, sql_result = _table_sql(question, answer_format, cells, papers, route_features, env, llm, result, add_step)
+    direct = sql_result[2] if sql_result else None
+    if direct is not None:  # the query's rows have the shape the format asks for: they are the answer
         result.answer = direct
-        result.verification = Verification("pass", [Check(render_answer(direct), "table", True, cells[0]["context"])]).to_dict()
+        result.verification = Verification("pass" if sql_result[1] else "fail", [_sql_check(sql_result)]).to_dict()
         result.citations = [c.to_dict() for c in citations_for(env, cells[:1], direct)]
         return result
     answer, used, reply = focused_answer(question, answer_format, papers, cells, env, llm)
@@ -648,21 +677,23 @@ def _texts(cells: list[dict]) -> list[str]:
     return [c.get("context") or c["text"] for c in cells]
 
 
-def _table_sql(question: str, answer_format: str | None, cells: list[dict], route_features: dict, env: Any, llm: Any,
-               result: Any, add_step: Callable) -> tuple[list[dict], Any]:
+def _table_sql(question: str, answer_format: str | None, cells: list[dict], papers: list[tuple[str, str]],
+               route_features: dict, env: Any, llm: Any, result: Any, add_step: Callable) -> tuple[list[dict], Any]:
     """Answer over a retrieved table with SQL (:mod:`neusym.query.agent.tablesql`) when the evidence
-    points at a table: the best-ranked excerpt is a table, the question names tables, or it may ask
-    for a table operation. The query's rows become the first evidence cell (citing the table); returns
-    (cells, (SqlResult, re-run agreed, the rows as the answer when their shape is the format's —
-    :func:`neusym.query.agent.tablesql.shaped_result` — else None)) or (cells, None) when no query gave rows."""
-    from neusym.query.agent.tableops import OPERATION_CUE
+    points at a table: the best-ranked excerpt is a table, the question names tables (router
+    modality), or it names a stored table's rows and columns (:func:`tables_the_question_names`) —
+    unless the question gives the numbers to compute with (:func:`worked_computation`). The query
+    runs over the first table among ``cells``. Its rows become the first evidence cell
+    (citing the table); returns (cells, (SqlResult, re-run agreed, the rows as the answer when their
+    shape is the format's — :func:`neusym.query.agent.tablesql.shaped_result` — else None)) or
+    (cells, None) when no query gave rows."""
     from neusym.query.agent.tablesql import load_relation, query_table, shaped_result, verify_sql
 
     tables = [c for c in cells if c.get("table_name") == "tables"]
-    if not tables:
+    if not tables or worked_computation(question):  # it gives the numbers to compute with: nothing to look up
         return cells, None
     if not (cells[0].get("table_name") == "tables" or "table" in route_features.get("modality", [])
-            or OPERATION_CUE.search(question or "")):
+            or tables_the_question_names(question, papers, env)):
         return cells, None
     source = tables[0]
     rel = load_relation(env, str(source["primary_key"]))
@@ -678,9 +709,9 @@ def _table_sql(question: str, answer_format: str | None, cells: list[dict], rout
     if not res.ok:
         return cells, None
     agreed = verify_sql(res, rel, env)
-    computed = {k: v for k, v in source.items() if k != "table_rows"}
+    computed = dict(source)
     computed["context"] = f"Computed by SQL over {caption}: {res.text()}"
-    return [computed] + cells, (res, agreed, shaped_result(res, answer_format, question))
+    return [computed] + cells, (res, agreed, shaped_result(res, answer_format))
 
 
 def _sql_check(sql_result: tuple) -> Check:
@@ -688,41 +719,6 @@ def _sql_check(sql_result: tuple) -> Check:
     res, agreed = sql_result[0], sql_result[1]
     return Check(res.sql, "sql", agreed, "the query over the table's cells, re-run: " +
                  ("same rows" if agreed else "different rows or an error"))
-
-
-def _table_operation(question: str, answer_format: str | None, cells: list[dict], llm: Any, result: Any,
-                     add_step: Callable, compute: bool) -> tuple[list[dict], Any]:
-    """When the question may ask for an extremum, a threshold or a gap and tables were retrieved, let the
-    model choose the column and operation (:func:`neusym.query.agent.tableops.choose_operation`) and
-    compute it: (cells with the computed rows first, citing the table; the answer when its shape
-    follows from the rows — :func:`neusym.query.agent.tableops.shaped_answer` — and the question asks for
-    no computation beyond the operation's — ``compute`` false or
-    :func:`neusym.query.agent.tableops.asks_beyond` false —, else None). ``(cells, None)`` when nothing was computed."""
-    from neusym.query.agent.tableops import OPERATION_CUE, asks_beyond, choose_operation, parse_table, shaped_answer
-
-    if not OPERATION_CUE.search(question or ""):
-        return cells, None
-    tables = [(i, t) for i, c in enumerate(cells, start=1) if c.get("table_rows")
-              for t in [parse_table(c["table_rows"])] if t is not None]
-    if not tables:
-        return cells, None
-    chosen, reply = choose_operation(question, tables, llm)
-    if reply is not None:
-        _count(result, reply)
-    if not chosen:
-        return cells, None
-    number, computed_rows = chosen
-    source = cells[number - 1]
-    caption = (source.get("context") or "").split("\n", 1)[0][:120] or "the table"
-    line = f"Computed from {caption}: {computed_rows.text}"
-    add_step(Step(thought="the question asks for an extremum, threshold or gap over a table: computed", action="TableOperation",
-                  arguments={"choice": reply.text}, observation=line, fixed=True, prompt_tokens=reply.prompt_tokens,
-                  completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
-    computed = {k: v for k, v in source.items() if k != "table_rows"}
-    computed["context"] = line
-    # "which is best, and by how much does it beat X": the rows are evidence, not the answer
-    beyond = compute and asks_beyond(question, computed_rows)
-    return [computed] + cells, (None if beyond else shaped_answer(computed_rows, answer_format, question))
 
 
 def _conform(answer: Any, answer_format: str | None, add_step: Callable, compute: bool = False) -> Any:
@@ -746,4 +742,5 @@ def _count(result: Any, reply: Any) -> None:
 
 __all__ = ["answer_focused", "answer_paper_search", "focused_context", "answer_schema", "element_contexts",
            "features", "focused_evidence", "llm_route", "search_filters", "short_title", "table_rows_text",
+           "tables_the_question_names",
            "worked_computation"]

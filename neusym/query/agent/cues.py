@@ -3,12 +3,12 @@
 Each rule is a :class:`Cue`: a regular expression with a ``name``, a ``family`` (what it decides:
 ``routing``, ``search_scope``, ``computation``, ``intent_count``,
 ``intent_authors``, ``intent_publication``, ``intent_guard``, ``intent_affiliation``, ``missing_title``,
-``table_operation``, ``answer_format``), what it ``reads`` (``question`` or ``answer_format``), its ``rationale`` and
+``answer_format``), what it ``reads`` (``question`` or ``answer_format``), its ``rationale`` and
 examples it must match and must not match (``tests/test_cues.py`` checks every one). The modules
 that use a cue import it from here; nothing else in the agent reads question wording with a regular
 expression of its own.
 
-A family can be turned off (``NEUSYM_CUES_OFF='["table_operation"]'``, applied by
+A family can be turned off (``NEUSYM_CUES_OFF='["computation"]'``, applied by
 :func:`neusym.query.ask.ask` for the question it answers, or :func:`families_off`): its cues then
 never match (``search`` / ``match`` return None, ``findall`` nothing, ``sub`` leaves the text as it
 is), so the answer shows what the family is worth. ``benchmarks/cue_hits.py`` lists every cue with
@@ -384,59 +384,6 @@ QUOTED_TITLE = cue(
     examples=["Who wrote 'Attention Is All You Need'?"],
     counterexamples=['Who wrote it?'])
 
-TABLE_OPERATION = cue(
-    "table_operation", "table_operation", "question",
-    r"\b(highest|lowest|best|worst|largest|smallest|fewest|least|maximum|minimum|biggest|greatest|"
-    r"most|top|above|below|more than|less than|greater than|fewer than|exceed\w*|at least|at most|over|under|"
-    r"gaps?|differences?)\b",
-    re.I,
-    rationale='Words that may ask for an extremum, a threshold or a gap over a table: the model may pick a computed table operation.',
-    examples=['Which model has the highest MAP?', 'Which rows score above 80?'],
-    counterexamples=['What does the model use as negatives?'])
-
-GAP_WORDS = cue(
-    "gap_words", "table_operation", "question",
-    r"\b(?:differences?|differ|gaps?|gains?|drops?|loses?|lost|increases?|decreases?|"
-                        r"improves?|improvements?|beats?|by how (?:many|much)|how much (?:more|less|higher|lower|"
-                        r"better|worse))\b",
-    re.I,
-    rationale='What a gap operation computes (difference, gain, drop, "by how much"): such words ask for nothing beyond it.',
-    examples=['By how many points does it beat SPECTER?'],
-    counterexamples=['Which model is best?'])
-
-GAP_CUE = cue(
-    "gap_cue", "table_operation", "question",
-    GAP_WORDS.pattern + r"|\bbetween\b|\bcompared\s+(?:with|to)\b|\bvs\.?|\bversus\b|"
-                     r"\bfrom\b[^?]{1,60}?\bto\b",
-    re.I,
-    rationale='Words that may ask for a gap between two columns; without them the gap operations are not offered (offered always, the 1.5B model chose a gap for "which change lowers the average the most").',
-    examples=['What is the gap between the two settings?', 'How does it change from 2019 to 2020?'],
-    counterexamples=['Which model is best?'])
-
-AVERAGE_WORDS = cue(
-    "average_words", "table_operation", "question",
-    r"\b(?:average|mean)\b",
-    re.I,
-    rationale='"average" / "mean": an Avg. column answers them; removed before looking for what else the question asks.',
-    examples=['What is the average score?'],
-    counterexamples=['What is the score?'])
-
-DOWN_WORDS = cue(
-    "down_words", "table_operation", "question",
-    r"\b(?:drops?|dropp\w*|loses?|lost|los\w+|decreas\w*|lower\w*|worse|worst|degrad\w*|hurts?)\b",
-    re.I,
-    rationale='"drops", "loses", "worse": the largest drop is the lowest row, not the highest.',
-    examples=['Removing which component causes the largest drop?'],
-    counterexamples=['Which component helps most?'])
-
-ABLATION_CUE = cue(
-    "ablation_cue", "table_operation", "question",
-    r"\b(?:remov\w*|without|w/o|ablat\w*|leav\w+\s+out|drop\w*)\b",
-    re.I,
-    rationale='The question is about an ablation ("removing", "without", "w/o"): measured against the full model\'s row.',
-    examples=['Which component, when removed, hurts most?'],
-    counterexamples=['Which model is best?'])
-
 WITHOUT_YEAR = cue(
     "without_year", "answer_format", "answer_format",
     r"\bwithout\s+(?:the\s+)?(?:years?|parenthes\w+|citations?|references?)\b",
@@ -539,12 +486,6 @@ __all__ = ["CUES", "Cue", "ELEMENT_WORDS", "VENUES", "cue", "families", "familie
            "AFFILIATED",
            "AUTHORS_WORD",
            "QUOTED_TITLE",
-           "TABLE_OPERATION",
-           "GAP_WORDS",
-           "GAP_CUE",
-           "AVERAGE_WORDS",
-           "DOWN_WORDS",
-           "ABLATION_CUE",
            "WITHOUT_YEAR",
            "FORMAT_LIST",
            "FORMAT_LIST_LENGTH",

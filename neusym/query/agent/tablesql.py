@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neusym.errors import NeusymError
+from neusym.query.agent.cues import WITHOUT_YEAR
 
 #: Header paths / row headers listed in the prompt at most (a larger table is listed in part, its size said).
 MAX_LISTED = 40
@@ -322,6 +323,25 @@ def _plain_value(value: Any) -> Any:
 
 #: Result columns that repeat what the query filtered on rather than answer it (the relation's own
 #: position and header columns): dropped when a result is wider than the answer format asks.
+_LIGATURES = str.maketrans({"ﬀ": "ff", "ﬁ": "fi", "ﬂ": "fl", "ﬃ": "ffi", "ﬄ": "ffl", "ﬅ": "st", "ﬆ": "st"})
+
+
+def answer_label(label: str, answer_format: str | None = None) -> str:
+    """A row label as an answer: typographic ligatures spelled out ("Oﬀ-the-shelf" -> "Off-the-shelf"),
+    the parenthesised year or citation dropped when the format says "without the year" ("SGC (2019a)"
+    -> "SGC"), and the one option of a format that lists them ("'bias', 'FFN' or 'classification
+    head'") that the label names, spelled as listed. Reads the answer format, never the question."""
+    out = label.translate(_LIGATURES)
+    if WITHOUT_YEAR.search(answer_format or ""):
+        out = " ".join(re.sub(r"\s*\([^)]*\)", " ", out).split()) or out
+    options = re.findall(r"'([^']{1,60})'", answer_format or "")
+    if len(options) >= 2:
+        inside = [o for o in options if re.search(r"(?<!\w)" + re.escape(o.lower()) + r"(?!\w)", out.lower())]
+        if len(inside) == 1:
+            out = inside[0]
+    return out
+
+
 ECHO_COLUMNS = ("column_name", "row_no")
 
 
@@ -329,7 +349,7 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def shaped_result(result: SqlResult, answer_format: str | None, question: str = "") -> Any:
+def shaped_result(result: SqlResult, answer_format: str | None) -> Any:
     """The query's rows as the answer, when their shape is the one the answer format asks for
     (:func:`neusym.query.agent.answer_format.shape_of`): a list of N elements from one row of N
     columns or N rows of one column; a list of any length from the rows of one column; one number
@@ -337,11 +357,10 @@ def shaped_result(result: SqlResult, answer_format: str | None, question: str = 
     saying which row it read); one string from a one-by-one result. A result wider than the list
     asked for first loses its :data:`ECHO_COLUMNS` (``SELECT row_name, column_name, value`` for
     "[name, value]"). Row names in the answer are spelled as a reader would write them
-    (:func:`neusym.query.agent.tableops.answer_label`: ligatures, "without the year"). None
+    (:func:`answer_label`: ligatures, "without the year"). None
     otherwise (a yes/no question, more rows than asked for, words where a number is asked): the rows
     are then evidence for the answer call."""
     from neusym.query.agent.answer_format import shape_of
-    from neusym.query.agent.tableops import answer_label
 
     if not result.ok:
         return None
@@ -358,7 +377,7 @@ def shaped_result(result: SqlResult, answer_format: str | None, question: str = 
     width = len(columns)
 
     def label(value: Any) -> Any:
-        return answer_label(value, question, answer_format) if isinstance(value, str) else value
+        return answer_label(value, answer_format) if isinstance(value, str) else value
 
     if shape.kind == "list":
         if shape.length and len(rows) == 1 and width == shape.length:
@@ -384,5 +403,5 @@ def shaped_result(result: SqlResult, answer_format: str | None, question: str = 
     return None
 
 
-__all__ = ["SqlResult", "TableRelation", "bound_sql", "closest_name", "link_names", "load_relation", "query_table",
+__all__ = ["SqlResult", "TableRelation", "answer_label", "bound_sql", "closest_name", "link_names", "load_relation", "query_table",
            "relation_prompt", "shaped_result", "verify_sql"]

@@ -16,8 +16,8 @@ SR-RAG's verification of intermediate answers, with DuckDB as the symbolic engin
   of two elements, ...), after :func:`neusym.query.agent.answer_format.conform` repaired what it could;
 - ``calc``: a number the answer wrote as an arithmetic expression was computed by CalculateExpr;
   the numbers checked against the evidence are then the expression's operands;
-- ``table``: the answer was computed over a table's column (the focused route's table operations,
-  :mod:`neusym.query.agent.tableops`); the check records the operation (pass).
+- ``sql``: the answer rests on a query over a table's cells (:mod:`neusym.query.agent.tablesql`);
+  the query re-run gave the same rows (pass) or not (fail).
 
 Status: ``pass`` when every check passed (and there was at least one), ``fail`` when one failed,
 ``unverifiable`` when nothing in the answer could be checked.
