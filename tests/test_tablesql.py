@@ -18,7 +18,10 @@ from .conftest import REPO, SAMPLES
 from .test_agent import ScriptedLLM
 
 GRAPH_PDF = SAMPLES / "naacl2018_N18-3011_SemanticScholarLiteratureGraph.pdf"
-QUESTION = "Which metadata field does the ScienceParse system extract with the lowest F1, and what is that F1?"
+QUESTION = ("In its table of metadata extraction results, which field does the ScienceParse system extract with "
+            "the lowest F1, and what is that F1?")
+#: The same question without the word "table": it names the table's rows and columns only.
+UNNAMED = "Which metadata field does the ScienceParse system extract with the lowest F1, and what is that F1?"
 FORMAT = "Your answer should be a Python list of two elements: [field name as a string, F1 as a float]."
 
 
@@ -192,9 +195,9 @@ def test_a_result_wider_than_the_format_is_shaped_by_dropping_what_the_query_fil
 
 
 def test_a_question_names_the_table_whose_rows_and_columns_it_shares_words_with(corpus_settings, graph):
-    """The table slot and the SQL path open when the question names a stored table's row and column
-    (Table 1 of the literature-graph paper: rows title, authors, year, ...; columns Precision, Recall, F1),
-    read from the table's own labels rather than from wording rules."""
+    """The table slot opens when the question names a stored table's row and column (Table 1 of the
+    literature-graph paper: rows title, authors, year, ...; columns Precision, Recall, F1), read from
+    the table's own labels rather than from wording rules."""
     from neusym.query.agent.auto import tables_the_question_names
 
     pid, table_id = graph
@@ -208,3 +211,18 @@ def test_a_question_names_the_table_whose_rows_and_columns_it_shares_words_with(
         assert table_id not in tables_the_question_names("Who are the authors of the paper?", papers, env)
         assert tables_the_question_names("How are papers linked to their entities in the graph?", papers, env) == []
         assert tables_the_question_names("What F1 does it reach on the authors field?", [], env) == []
+
+
+def test_a_question_naming_rows_and_columns_gets_the_table_as_evidence_but_no_query(sql_settings, graph):
+    """Sharing words with a table's rows and columns puts the table in the reader's evidence, but only
+    a top-ranked table or a question about a table opens the SQL path: opened on the shared words
+    alone, it sent text questions to SQL and lost blind answers (results/table_menu_removal.json)."""
+    pid, _ = graph
+    reply = {"answer": ["title", 85.5], "evidence": [1]}
+    llm = ScriptedLLM([reply, reply])  # the answer call, and its repair if the verifier asks for one
+    result = ask(UNNAMED, settings=sql_settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
+    actions = [s.action for s in result.trajectory]
+    assert actions[:2] == ["RetrieveFromVectorstore", "GenerateAnswer"] and "RetrieveFromDatabase" not in actions
+    evidence = result.trajectory[0].observation
+    assert "ScienceParse" in evidence and "85.5" in evidence  # Table 1's rows are in the evidence
+    assert not any("CREATE TABLE cells" in r["messages"][0]["content"] for r in llm.requests)

@@ -142,6 +142,8 @@ LIST_HITS = 6
 #: cell both lists ranked middling push out a BM25 first hit (benchmarks/results/evidence_fusion.json).
 DENSE_LIST_WEIGHT = 0.5
 OFF_MODALITY_WEIGHT = 0.35
+#: Cells the fusion keeps for a question about one paper (read when the search runs, so a benchmark
+#: can set it: benchmarks/reader.py part ``k6``).
 EVIDENCE_ITEMS = 4
 EVIDENCE_CHARS = 650
 #: A table or figure (caption and rows / OCR text) may take more room than a text chunk: cut there.
@@ -152,8 +154,8 @@ MAX_FOCUSED_PAPERS = 3
 
 
 def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
-                     k: int = EVIDENCE_ITEMS, ensure_table: bool = False, trace: list | None = None) -> list[dict]:
-    """The ``k`` best cells of the papers for the question: every (view, collection) list of
+                     k: int | None = None, ensure_table: bool = False, trace: list | None = None) -> list[dict]:
+    """The ``k`` (default :data:`EVIDENCE_ITEMS`) best cells of the papers for the question: every (view, collection) list of
     :data:`FOCUS_VIEWS` (6 hits each, filtered to the papers), fused by weighted reciprocal rank
     (w / (60 + rank)): text lists w = 1, table / figure / formula lists w = 1 when the question
     names that modality, else :data:`OFF_MODALITY_WEIGHT` (a paper's few figure captions would
@@ -178,6 +180,7 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
             out.extend(focused_evidence(question, [paper], env, modality=modality, k=EVIDENCE_PER_PAPER,
                                         ensure_table=ensure_table, trace=trace))
         return out
+    k = EVIDENCE_ITEMS if k is None else k
     ids = ", ".join(f"'{pid}'" for pid, _ in papers)
     flt = f"paper_id in [{ids}]"
     fused: dict[tuple[str, str], float] = {}
@@ -632,7 +635,7 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in papers]},
                   observation=observation, fixed=True))
     compute = asks_to_compute(question) or worked_computation(question)
-    cells, sql_result = _table_sql(question, answer_format, cells, papers, route_features, env, llm, result, add_step)
+    cells, sql_result = _table_sql(question, answer_format, cells, route_features, env, llm, result, add_step)
     direct = sql_result[2] if sql_result else None
     if direct is not None:  # the query's rows have the shape the format asks for: they are the answer
         result.answer = direct
@@ -677,12 +680,15 @@ def _texts(cells: list[dict]) -> list[str]:
     return [c.get("context") or c["text"] for c in cells]
 
 
-def _table_sql(question: str, answer_format: str | None, cells: list[dict], papers: list[tuple[str, str]],
-               route_features: dict, env: Any, llm: Any, result: Any, add_step: Callable) -> tuple[list[dict], Any]:
+def _table_sql(question: str, answer_format: str | None, cells: list[dict], route_features: dict, env: Any,
+               llm: Any, result: Any, add_step: Callable) -> tuple[list[dict], Any]:
     """Answer over a retrieved table with SQL (:mod:`neusym.query.agent.tablesql`) when the evidence
-    points at a table: the best-ranked excerpt is a table, the question names tables (router
-    modality), or it names a stored table's rows and columns (:func:`tables_the_question_names`) —
-    unless the question gives the numbers to compute with (:func:`worked_computation`). The query
+    points at a table: the best-ranked excerpt is a table or the question names tables (router
+    modality) — unless the question gives the numbers to compute with (:func:`worked_computation`).
+    A question that only shares words with a table's rows and columns
+    (:func:`tables_the_question_names`) gets the table in its evidence, not a query: opening the
+    query on that test sent text questions to SQL and lost answers on the blind set
+    (``benchmarks/results/table_menu_removal.json``). The query
     runs over the first table among ``cells``. Its rows become the first evidence cell
     (citing the table); returns (cells, (SqlResult, re-run agreed, the rows as the answer when their
     shape is the format's — :func:`neusym.query.agent.tablesql.shaped_result` — else None)) or
@@ -692,8 +698,7 @@ def _table_sql(question: str, answer_format: str | None, cells: list[dict], pape
     tables = [c for c in cells if c.get("table_name") == "tables"]
     if not tables or worked_computation(question):  # it gives the numbers to compute with: nothing to look up
         return cells, None
-    if not (cells[0].get("table_name") == "tables" or "table" in route_features.get("modality", [])
-            or tables_the_question_names(question, papers, env)):
+    if not (cells[0].get("table_name") == "tables" or "table" in route_features.get("modality", [])):
         return cells, None
     source = tables[0]
     rel = load_relation(env, str(source["primary_key"]))
