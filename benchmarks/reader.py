@@ -22,7 +22,10 @@ questions on the dev papers, a tuning set for table reading written before any r
 variant can change (the others get the same prompts, so the same answers). A part may set a
 setting (module ``env``: an environment variable such as NEUSYM_CUES_OFF).
 
-Measured and not adopted (their results stay; each ran at the commit named, the code is gone):
+Measured and not adopted (their results stay; each ran at the commit named, the code is gone unless
+said): ``k6`` — six fused cells for a one-paper question instead of four (part kept: it only sets
+``auto.EVIDENCE_ITEMS``; 85869fc, ``results/evidence_items_k6.json``: dev 17 -> 18 of 54, test 3 -> 3
+of 14, blind 13 -> 11 of 54);
 ``quote`` — the reply first copies the sentence or table row that states the answer (3aa6ea6,
 ``results/reader_quote.json``: dev 26 -> 22 of 43); ``named`` — a list format that names its
 elements ("[number of hard negatives, number of easy negatives]") asked for as a JSON object with
@@ -68,6 +71,7 @@ RUNNER = ("import sys, json, importlib; "
 PARTS: dict[str, list[tuple[str, str, object]]] = {
     "direct": [],
     "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
+    "k6": [("neusym.query.agent.auto", "EVIDENCE_ITEMS", 6)],
 }
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 #: split -> the question set holding it (a set without ``splits.json`` is one split of its own name).
