@@ -155,8 +155,8 @@ MAX_FOCUSED_PAPERS = 3
 
 def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
                      k: int | None = None, ensure_table: bool = False, trace: list | None = None) -> list[dict]:
-    """The ``k`` (default :data:`EVIDENCE_ITEMS`) best cells of the papers for the question: every (view, collection) list of
-    :data:`FOCUS_VIEWS` (6 hits each, filtered to the papers), fused by weighted reciprocal rank
+    """The ``k`` (default :data:`EVIDENCE_ITEMS`) best cells of the papers for the question: every
+    (view, collection) list of :data:`FOCUS_VIEWS` (6 hits each, filtered to the papers), fused by weighted reciprocal rank
     (w / (60 + rank)): text lists w = 1, table / figure / formula lists w = 1 when the question
     names that modality, else :data:`OFF_MODALITY_WEIGHT` (a paper's few figure captions would
     otherwise top every question); a MiniLM list has :data:`DENSE_LIST_WEIGHT` times the weight of
