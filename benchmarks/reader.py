@@ -40,7 +40,11 @@ the cells for the other questions whose evidence holds a table (5c8be1f: tables 
 11 -> 6 and blind 2 -> 3 of the 17 / 31 items it changes, median 13 -> 28 s on those: the quoted table
 reached text questions and the menu's choice of table). Measured and adopted: ``chunks`` is the
 reader before a chunk that reads a stored table's body gave its place to the table
-(``TABLE_FROM_TEXT`` off; ``results/table_from_text.json``). Not adopted: linking a name the SQL
+(``TABLE_FROM_TEXT`` off; ``results/table_from_text.json``); ``cells`` is the table query over one
+row per cell, before the wide form (one column per header path) replaced it
+(``results/table_wide_form.json``: on the items whose answer went through a table query, tuning set
+2 -> 4 of 10, dev 1 -> 2 of 7, test 0 -> 0 of 3, blind 0 -> 1 of 14; measured as part ``wide`` over
+``direct`` at a94f837). Not adopted: linking a name the SQL
 compares with ``column_name`` to ``row_name`` when it is a row's name (and the reverse) — tuning set
 12 -> 12 of 37, dev table items 3 -> 2 of 17 (``results/reader_tables.json``, ``swap_run``).
 """
@@ -72,6 +76,7 @@ PARTS: dict[str, list[tuple[str, str, object]]] = {
     "direct": [],
     "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
     "k6": [("neusym.query.agent.auto", "EVIDENCE_ITEMS", 6)],
+    "cells": [("neusym.query.agent.tablesql", "RELATION_FORM", "cells")],
 }
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 #: split -> the question set holding it (a set without ``splits.json`` is one split of its own name).

@@ -376,8 +376,8 @@ def test_a_table_reaches_the_prompt_whole_as_rows_under_its_caption(corpus_setti
     row = page7[page7.index("SPECTER (Ours)"):].split("Table 1:")[0].split()[2:]
     assert len(row) == 13 and row[0] == "82.0"
     # the table query gives three rows, not the one name asked for: they are evidence for the answer call
-    llm = ScriptedLLM([{"sql": "SELECT row_name, value FROM cells WHERE column_name LIKE '%MAP%' ORDER BY value DESC "
-                               "LIMIT 3"}, {"answer": "SGC", "evidence": [2]}])
+    llm = ScriptedLLM([{"sql": "SELECT row_name, Cite_MAP FROM t ORDER BY Cite_MAP DESC LIMIT 3"},
+                       {"answer": "SGC", "evidence": [2]}])
     ask("In SPECTER's main results table on SCIDOCS, which model reaches the highest MAP on the Cite task?",
                     settings=corpus_settings, llm=llm, method="auto", paper_ids=[ids["SPECTER"]],
                     answer_format="Your answer should be the model name as a single string.")

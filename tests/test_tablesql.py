@@ -30,6 +30,14 @@ def sql_settings(corpus_settings):
     return corpus_settings
 
 
+@pytest.fixture
+def cells_form(monkeypatch):
+    """The table shown as one row per data cell (RELATION_FORM "cells"), the form before "wide"."""
+    from neusym.query.agent import tablesql
+
+    monkeypatch.setattr(tablesql, "RELATION_FORM", "cells")
+
+
 @pytest.fixture(scope="module")
 def graph(corpus_settings):
     with Environment(corpus_settings) as env:
@@ -74,7 +82,7 @@ def test_names_the_model_shortens_are_linked_to_the_listed_ones():
     assert link_names("not sql at all (", rel) == "not sql at all ("  # runs as written, fails there
 
 
-def test_a_table_question_is_answered_by_the_query_the_model_writes(sql_settings, graph):
+def test_a_table_question_is_answered_by_the_query_the_model_writes(sql_settings, graph, cells_form):
     pid, _ = graph
     sql = {"sql": "SELECT row_name, value FROM cells WHERE column_name = 'f1' ORDER BY value ASC LIMIT 1"}
     llm = ScriptedLLM([sql])
@@ -91,7 +99,7 @@ def test_a_table_question_is_answered_by_the_query_the_model_writes(sql_settings
     assert (result.citations[0]["table_name"], result.citations[0]["page_number"]) == ("tables", 3)
 
 
-def test_rows_of_another_shape_are_the_first_evidence_of_the_answer_call(sql_settings, graph):
+def test_rows_of_another_shape_are_the_first_evidence_of_the_answer_call(sql_settings, graph, cells_form):
     pid, _ = graph
     sql = {"sql": "SELECT row_name, value FROM cells WHERE column_name = 'F1' ORDER BY value ASC LIMIT 2"}
     answer = {"answer": "The title field, with an F1 of 85.5.", "evidence": [1]}
@@ -105,7 +113,7 @@ def test_rows_of_another_shape_are_the_first_evidence_of_the_answer_call(sql_set
     assert result.verification["checks"][0]["kind"] == "sql" and result.verification["checks"][0]["ok"] is True
 
 
-def test_a_query_that_fails_is_repaired_once_with_the_database_message(sql_settings, corpus_settings, graph):
+def test_a_query_that_fails_is_repaired_once_with_the_database_message(sql_settings, corpus_settings, graph, cells_form):
     pid, _ = graph
     writes = {"sql": "DELETE FROM cells"}
     wrong_table = {"sql": "SELECT row_name FROM results ORDER BY value LIMIT 1"}
@@ -126,15 +134,16 @@ def test_tables_are_answered_through_sql_by_default_and_the_old_menu_is_refused(
     the default before is gone; a setting still naming it fails closed instead of being ignored."""
     pid, _ = graph
     assert corpus_settings.table_answer == "sql"
-    llm = ScriptedLLM([{"sql": "SELECT row_name, value FROM cells WHERE column_name LIKE '%F1' ORDER BY value LIMIT 1"}])
+    llm = ScriptedLLM([{"sql": "SELECT row_name, F1 FROM t ORDER BY F1 LIMIT 1"}])
     result = ask(QUESTION, settings=corpus_settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
+    assert "CREATE TABLE t (" in llm.requests[0]["messages"][0]["content"]
     assert result.answer == ["title", 85.5]
     assert [s.action for s in result.trajectory] == ["RetrieveFromVectorstore", "RetrieveFromDatabase"]
     with pytest.raises(ValueError, match="table_answer"):
         corpus_settings.model_validate({**corpus_settings.model_dump(), "table_answer": "operations"})
 
 
-def test_a_looked_up_cell_is_the_answer_when_the_query_names_its_row(sql_settings, graph):
+def test_a_looked_up_cell_is_the_answer_when_the_query_names_its_row(sql_settings, graph, cells_form):
     """The offline model selects the row name beside the one value asked for: the value is the answer
     (before, the two columns went to the answer call, which read the neighbouring value)."""
     pid, _ = graph
@@ -226,3 +235,36 @@ def test_a_question_naming_rows_and_columns_gets_the_table_as_evidence_but_no_qu
     evidence = result.trajectory[0].observation
     assert "ScienceParse" in evidence and "85.5" in evidence  # Table 1's rows are in the evidence
     assert not any("CREATE TABLE cells" in r["messages"][0]["content"] for r in llm.requests)
+
+
+def test_the_wide_form_has_one_column_per_header_path_and_runs_bound_to_that_table(corpus_settings, graph):
+    """RELATION_FORM "wide": the same table as t(row_no, row_name, Precision, Recall, F1) — the
+    row-label column is row_name, not a column of its own — with its rows listed in the prompt."""
+    from neusym.query.agent.tablesql import bound_wide_sql, link_wide_names, wide_columns, wide_prompt
+
+    _, table_id = graph
+    with Environment(corpus_settings) as env:
+        rel = load_relation(env, table_id)
+        columns = wide_columns(rel)
+        assert [c.name for c in columns if c.numeric][-1] == "F1" and "row_name" not in [c.name for c in columns]
+        prompt = wide_prompt(QUESTION, FORMAT, rel)
+        assert "CREATE TABLE t (" in prompt and "    F1 DOUBLE" in prompt and "'title', 85.5, 85.5, 85.5)" in prompt
+        lowest = link_wide_names('SELECT row_name, `F 1` FROM t ORDER BY "F-1" LIMIT 1', rel)
+        assert lowest.count('"F1"') == 2, lowest  # a misspelt header linked to the listed one
+        assert env.run_sql(bound_wide_sql(lowest, rel)).rows == [("title", 85.5)]
+        # an alias the query defines is not a header to link; the query's own WITH is merged
+        gap = link_wide_names('WITH u AS (SELECT row_name, "F1" - "Recall" AS gap FROM t) '
+                              'SELECT row_name, gap FROM u WHERE row_name = \'Title\' ORDER BY gap', rel)
+        assert "gap" in gap and "'title'" in gap
+        assert env.run_sql(bound_wide_sql(gap, rel)).rows == [("title", 0.0)]
+        with pytest.raises(ValueError):
+            bound_wide_sql("SELECT 1", TableRelation("x'; --", "", [], []))
+
+
+def test_a_table_question_is_answered_through_the_wide_form_by_default(sql_settings, graph):
+    pid, _ = graph
+    llm = ScriptedLLM([{"sql": 'SELECT row_name, "F1" FROM t ORDER BY "F1" ASC LIMIT 1'}])
+    result = ask(QUESTION, settings=sql_settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
+    assert "CREATE TABLE t (" in llm.requests[0]["messages"][0]["content"]
+    assert result.answer == ["title", 85.5] and len(llm.requests) == 1
+    assert result.verification["checks"][0]["kind"] == "sql" and result.verification["status"] == "pass"

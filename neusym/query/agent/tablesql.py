@@ -1,23 +1,36 @@
-"""Table questions through SQL: the model writes one query over one table's cells, DuckDB answers.
+"""Table questions through SQL: the model writes one query over one table, DuckDB answers.
 
 A 1.5B coder model reads a long table badly (it answers with the neighbouring row, a row label or a
 footnote mark) but writes a short SQL query reliably. So when the focused route's evidence holds a
-table, the model is shown that table as a relation — its caption, its header paths and row headers
-exactly as ``table_cells`` stores them (:mod:`neusym.ingest.parse.cells`), and a few of its cells —
-and writes one ``SELECT`` over::
+table, the model is shown that table as a relation built from ``table_cells``
+(:mod:`neusym.ingest.parse.cells`) and writes one ``SELECT`` over it. The relation has two forms
+(:data:`RELATION_FORM`, read at call time):
 
-    cells(row_no INTEGER, row_name VARCHAR, column_name VARCHAR, text VARCHAR, value DOUBLE)
+- ``"wide"`` (the default): one row per table row, one column per header path, the form of
+  text-to-SQL benchmarks a coder model has seen most::
 
-(one row per data cell: ``row_name`` the row header, ``column_name`` the column's header path,
-``text`` the cell as printed, ``value`` its number or NULL). The query runs read-only under the SQL budget
-(:meth:`neusym.query.agent.actions.Environment.run_sql`, with ``cells`` bound to that table by a
-``WITH`` clause); a query that fails is repaired once with DuckDB's message. Extremum, difference
-against a named row, threshold, average, "which setting": all are the same mechanism, no operation
-menu and no wording rule. When the rows have the shape the answer format asks for (one row of N
-values for a list of N, one value for a number, :func:`shaped_result`) they are the answer; otherwise
-they become the first evidence line of the answer call. The query is re-run by the verifier (:func:`verify_sql`), which cites the table. Before it runs, each
-name the query compares ``row_name`` / ``column_name`` with is linked to the listed name it means
-(:func:`link_names`: "Cite / MAP" -> "Citation prediction / Cite / MAP").
+      t(row_no INTEGER, row_name VARCHAR, Citation_prediction_Cite_MAP DOUBLE, ...)
+
+  Each column is named by an identifier made from its header path (:func:`column_identifier`,
+  the path beside it as a comment) so that a query needs no quoting; the rows are listed in the
+  prompt as SQL tuples. A column name the query writes that ``t`` does not have is linked to the
+  header it means (:func:`link_wide_names`).
+- ``"cells"``: one row per data cell, the form before (``benchmarks/results/table_wide_form.json``)::
+
+      cells(row_no INTEGER, row_name VARCHAR, column_name VARCHAR, text VARCHAR, value DOUBLE)
+
+  (``row_name`` the row header, ``column_name`` the column's header path, ``text`` the cell as
+  printed, ``value`` its number or NULL), a few cells shown; names the query compares
+  ``row_name`` / ``column_name`` with are linked to the listed ones (:func:`link_names`:
+  "Cite / MAP" -> "Citation prediction / Cite / MAP").
+
+The query runs read-only under the SQL budget (:meth:`neusym.query.agent.actions.Environment.run_sql`,
+the relation bound to that one table by a ``WITH`` clause); a query that fails is repaired once with
+DuckDB's message. Extremum, difference against a named row, threshold, average, "which setting": all
+are the same mechanism, no operation menu and no wording rule. When the rows have the shape the answer
+format asks for (one row of N values for a list of N, one value for a number, :func:`shaped_result`)
+they are the answer; otherwise they become the first evidence line of the answer call. The query is
+re-run by the verifier (:func:`verify_sql`), which cites the table.
 """
 
 from __future__ import annotations
@@ -36,6 +49,13 @@ MAX_LISTED = 40
 MAX_RESULT_ROWS = 12
 #: Example cells shown to the model.
 EXAMPLE_CELLS = 6
+#: How a table is shown to the model and queried: ``"cells"``, one row per data cell (``cells(row_no,
+#: row_name, column_name, text, value)``), or ``"wide"``, one row per table row and one column per
+#: header path (``t(row_no, row_name, "<header path>", ...)``, the form of text-to-SQL benchmarks),
+#: its rows listed in the prompt. Read at call time.
+RELATION_FORM = "wide"
+#: Rows of a wide table listed in the prompt at most.
+MAX_WIDE_ROWS = 30
 
 SQL_SCHEMA = {
     "type": "object",
@@ -51,7 +71,7 @@ _WITH = re.compile(r"^\s*with\s+(?!recursive\b)", re.I)
 @dataclass
 class TableRelation:
     """One stored table as the model sees it: ``table_id``, ``caption``, header paths and row headers
-    in table order, the data cells ``(row_no, row, header, text, number)``."""
+    in table order, the data cells ``(row_no, row, header, text, number[, column_index])``."""
 
     table_id: str
     caption: str
@@ -71,6 +91,7 @@ class SqlResult:
     rows: list[tuple]
     error: str | None = None
     replies: list[Any] = field(default_factory=list)
+    bound: str = ""  # the query as run, the table bound to its name (what the verifier re-runs)
 
     @property
     def ok(self) -> bool:
@@ -102,7 +123,7 @@ def load_relation(env: Any, table_id: str) -> TableRelation | None:
     try:
         caption = env.query("SELECT table_caption FROM tables WHERE table_id = ?::UUID", [str(table_id)])
         cells = env.query(
-            "SELECT row_index, row_header, column_header_path, cell_text, number FROM table_cells "
+            "SELECT row_index, row_header, column_header_path, cell_text, number, column_index FROM table_cells "
             "WHERE ref_table_id = ?::UUID AND NOT is_header ORDER BY row_index, column_index", [str(table_id)])
     except Exception:  # noqa: BLE001 - a database from before table_cells: no relation, the route goes on
         return None
@@ -110,7 +131,7 @@ def load_relation(env: Any, table_id: str) -> TableRelation | None:
         return None
     headers: list[str] = []
     rows: list[str] = []
-    for _, row, header, _, number in cells:
+    for _, row, header, _, number, *_ in cells:
         if header and number is not None and header not in headers:
             headers.append(header)
         if row and row not in rows:
@@ -146,6 +167,178 @@ def _examples(rel: TableRelation) -> list[str]:
     ]
 
 
+@dataclass
+class WideColumn:
+    """One column of a table in wide form: its ``name``, an SQL identifier made from the header path
+    (:func:`column_identifier`: "Co-View / nDCG" -> ``Co_View_nDCG``, "column_N" when it has none,
+    ``_2`` added to a repeated one), the ``path`` it stands for, the ``column_index`` it reads and
+    whether it holds numbers."""
+
+    name: str
+    column_index: int
+    numeric: bool
+    path: str = ""
+
+
+#: DuckDB's reserved words: an identifier equal to one gets a trailing underscore ("All" -> ``All_``).
+_RESERVED = frozenset("""all analyse analyze and any array as asc asymmetric both case cast check collate column
+constraint create default deferrable desc describe distinct do else end except false fetch for foreign from group
+having in initially intersect into lambda lateral leading limit not null offset on only or order pivot pivot_longer
+pivot_wider placing primary qualify references returning select show some summarize symmetric table then to
+trailing true union unique unpivot using variadic when where window with row_no row_name t""".split())
+
+
+def column_identifier(path: str) -> str:
+    """An identifier a query can write without quotes for a header path: runs of other characters than
+    letters and digits become ``_`` ("User activity prediction / Co-View / nDCG" ->
+    ``User_activity_prediction_Co_View_nDCG``, "|P|" -> ``P``); ``c_`` before one that starts with a
+    digit, ``_`` after a reserved word."""
+    ident = re.sub(r"[^0-9A-Za-z]+", "_", path).strip("_") or "column"
+    if ident[0].isdigit():
+        ident = "c_" + ident
+    if ident.lower() in _RESERVED:
+        ident += "_"
+    return ident
+
+
+def wide_columns(rel: TableRelation) -> list[WideColumn]:
+    """The columns of ``rel`` in wide form, in table order: every column of data cells except the
+    row-label columns (each of whose cells is part of its row's name). A column is numeric when at
+    least half its cells have a number (its value is then the number, else the text)."""
+    by_index: dict[int, list[tuple]] = {}
+    for cell in rel.cells:
+        if len(cell) < 6:
+            return []
+        by_index.setdefault(cell[5], []).append(cell)
+    out: list[WideColumn] = []
+    seen: dict[str, int] = {}
+    for index in sorted(by_index):
+        column = by_index[index]
+        if all(c[1] and c[4] is None and " ".join(c[3].split()) in c[1] for c in column):
+            continue  # the row-label column: already row_name
+        path = next((c[2] for c in column if c[2]), None) or f"column {index + 1}"
+        ident = column_identifier(path)
+        seen[ident.lower()] = seen.get(ident.lower(), 0) + 1
+        name = ident if seen[ident.lower()] == 1 else f"{ident}_{seen[ident.lower()]}"
+        numeric = 2 * sum(c[4] is not None for c in column) >= len(column)
+        out.append(WideColumn(name, index, numeric, path))
+    return out
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def wide_prompt(question: str, answer_format: str | None, rel: TableRelation, note: str = "") -> str:
+    """The prompt that asks for one query over the table in wide form (:data:`RELATION_FORM`
+    ``"wide"``): a ``CREATE TABLE t`` whose columns are the header paths, then its rows (at most
+    :data:`MAX_WIDE_ROWS`) as SQL tuples, the question and the answer format."""
+    columns = wide_columns(rel)
+    caption = " ".join(rel.caption.split())[:300]
+    grid: dict[int, dict[int, tuple]] = {}
+    names: dict[int, str] = {}
+    for cell in rel.cells:
+        grid.setdefault(cell[0], {})[cell[5]] = cell
+        if cell[1] and cell[0] not in names:
+            names[cell[0]] = cell[1]
+    lines = [f"-- {caption}", "CREATE TABLE t (",
+             "    row_no INTEGER,    -- position of the row in the table, from the top",
+             "    row_name VARCHAR,  -- the row's label"]
+    for i, c in enumerate(columns):
+        comma = "," if i < len(columns) - 1 else ""
+        lines.append(f"    {c.name} {'DOUBLE' if c.numeric else 'VARCHAR'}{comma}" + (f"  -- {c.path}" if c.path != c.name else ""))
+    lines.append(");")
+    lines.append("-- The rows of t, values in column order:")
+    row_numbers = sorted(grid)
+    for row_no in row_numbers[:MAX_WIDE_ROWS]:
+        values = []
+        for c in columns:
+            cell = grid[row_no].get(c.column_index)
+            if cell is None:
+                values.append("NULL")
+            elif c.numeric:
+                values.append(_fmt(cell[4]) if cell[4] is not None else "NULL")
+            else:
+                values.append(_sql_literal(cell[3]))
+        name = names.get(row_no)
+        lines.append(f"-- ({row_no}, {_sql_literal(name) if name else 'NULL'}, " + ", ".join(values) + ")")
+    if len(row_numbers) > MAX_WIDE_ROWS:
+        lines.append(f"-- ... ({len(row_numbers) - MAX_WIDE_ROWS} more rows)")
+    lines += [f"-- Question: {question}", f"-- Answer format: {answer_format or '-'}"]
+    if note:
+        lines.append(f"-- A previous query failed: {note}")
+    h1 = columns[0].name if columns else "..."
+    h2 = columns[1].name if len(columns) > 1 else h1
+    r1 = _sql_literal(rel.rows[0] if rel.rows else "...")
+    lines += [
+        "-- Write one DuckDB query over t whose result answers the question.",
+        "-- Write column names exactly as in CREATE TABLE and row names exactly as listed; "
+        "select row_name with every value so the answer says which row it is.",
+        f"-- e.g. the row with the highest value in a column: SELECT row_name, {h1} FROM t ORDER BY {h1} DESC LIMIT 1",
+        f"-- e.g. how far each row is above a named row: SELECT a.row_name, a.{h1} - b.{h1} AS difference FROM t a, t b "
+        f"WHERE b.row_name = {r1} ORDER BY difference DESC",
+        f"-- e.g. the row where two columns differ least: SELECT row_name, abs({h1} - {h2}) AS gap FROM t ORDER BY gap LIMIT 1",
+        'Reply with JSON {"sql": "SELECT ... FROM t ..."}.',
+    ]
+    return "\n".join(lines)
+
+
+def bound_wide_sql(sql: str, rel: TableRelation) -> str:
+    """``sql`` with ``t`` bound to ``rel`` in wide form (:func:`wide_columns`) by a leading ``WITH``,
+    merged into the query's own ``WITH`` when it has one. Raises ValueError for a table id that is
+    not a UUID (it is inlined)."""
+    if not _UUID.match(rel.table_id):
+        raise ValueError(f"not a table id: {rel.table_id!r}")
+    picks = [f"max({'number' if c.numeric else 'cell_text'}) FILTER (WHERE column_index = {c.column_index}) "
+             f"AS {_ident(c.name)}" for c in wide_columns(rel)]
+    cte = ("t AS (SELECT row_index AS row_no, any_value(row_header) AS row_name" + "".join(", " + p for p in picks)
+           + f" FROM table_cells WHERE ref_table_id = '{rel.table_id}'::UUID AND NOT is_header GROUP BY row_index)")
+    body = sql.strip().rstrip(";").strip()
+    if _WITH.match(body):
+        return "WITH " + cte + ", " + _WITH.sub("", body, count=1)
+    return "WITH " + cte + " " + body
+
+
+def link_wide_names(sql: str, rel: TableRelation) -> str:
+    """:func:`link_names` for the wide form: string literals compared to ``row_name`` linked to the
+    row names, and each column the query names that ``t`` does not have (and the query does not
+    define as an alias) linked to the header path it means (:func:`closest_name`: ``"Cite / MAP"``
+    -> ``Citation_prediction_Cite_MAP``); MySQL's backquotes become double quotes. ``sql`` otherwise
+    unchanged when it does not parse."""
+    import sqlglot
+    from sqlglot import exp
+
+    sql = re.sub(r"`([^`]*)`", r'"\1"', sql)  # MySQL's quotes, which DuckDB does not read
+    try:
+        tree = sqlglot.parse_one(sql, read="duckdb")
+    except Exception:  # noqa: BLE001 - sqlglot raises several error types; the query runs as written
+        return sql
+    known = {"row_no", "row_name"} | {c.name.lower() for c in wide_columns(rel)}
+    headers = [c.name for c in wide_columns(rel)]
+    aliases = {a.alias for a in tree.find_all(exp.Alias)} | {t.alias for t in tree.find_all(exp.TableAlias) if t.name}
+    changed = False
+    for col in list(tree.find_all(exp.Column)):
+        name = col.name
+        if not name or name.lower() in known or name in aliases:
+            continue
+        linked = closest_name(name, headers)
+        if linked is not None:
+            col.set("this", exp.to_identifier(linked, quoted=True))
+            changed = True
+    for cmp in list(tree.find_all(exp.EQ, exp.NEQ, exp.In)):
+        this = cmp.this
+        if not (isinstance(this, exp.Column) and this.name.lower() == "row_name"):
+            continue
+        literals = cmp.expressions if isinstance(cmp, exp.In) else [cmp.expression]
+        for lit in literals:
+            if isinstance(lit, exp.Literal) and lit.is_string:
+                linked = closest_name(lit.this, rel.rows)
+                if linked is not None and linked != lit.this:
+                    lit.replace(exp.Literal.string(linked))
+                    changed = True
+    return tree.sql(dialect="duckdb") if changed else sql
+
+
 def relation_prompt(question: str, answer_format: str | None, rel: TableRelation, note: str = "") -> str:
     """The prompt that asks for one query over ``cells`` (see the module docstring): the relation as
     a commented ``CREATE TABLE`` (the form a coder model reads best), its row and column names
@@ -165,7 +358,7 @@ def relation_prompt(question: str, answer_format: str | None, rel: TableRelation
         "    value DOUBLE         -- the cell's number (NULL for words)",
         ");",
         "-- example rows (row_name, column_name, value): " + "; ".join(
-            f"({_sql_literal(r)}, {_sql_literal(h)}, {_fmt(n)})" for _, r, h, _, n in examples),
+            f"({_sql_literal(r)}, {_sql_literal(h)}, {_fmt(n)})" for _, r, h, _, n, *_ in examples),
         f"-- Question: {question}",
         f"-- Answer format: {answer_format or '-'}",
     ]
@@ -277,10 +470,12 @@ def query_table(question: str, answer_format: str | None, rel: TableRelation, en
     DuckDB's message (or "no rows") when it fails. Never raises for a bad query: the result's
     ``error`` says what went wrong. Raises :class:`NeusymError` subclasses of the LLM (cancelled,
     unavailable) as they come."""
+    wide = RELATION_FORM == "wide" and bool(wide_columns(rel))
+    prompt = wide_prompt if wide else relation_prompt
     note = ""
     result = SqlResult("", [], [])
     for _ in range(2):
-        reply = llm.chat([{"role": "user", "content": relation_prompt(question, answer_format, rel, note)}],
+        reply = llm.chat([{"role": "user", "content": prompt(question, answer_format, rel, note)}],
                          json_schema=SQL_SCHEMA, max_tokens=220)
         result.replies.append(reply)
         sql = _extract_sql(reply.text)
@@ -289,18 +484,19 @@ def query_table(question: str, answer_format: str | None, rel: TableRelation, en
             note = "the reply held no SELECT query"
             result.error = note
             continue
-        sql = link_names(sql, rel)
+        sql = link_wide_names(sql, rel) if wide else link_names(sql, rel)
         result.sql = sql
+        result.bound = bound_wide_sql(sql, rel) if wide else bound_sql(sql, rel.table_id)
         try:
-            res = env.run_sql(bound_sql(sql, rel.table_id), max_rows=MAX_RESULT_ROWS)
+            res = env.run_sql(result.bound, max_rows=MAX_RESULT_ROWS)
         except NeusymError as exc:
             result.error = str(exc).splitlines()[0][:300]
-            note = f"{sql} -- {result.error} (the only table is cells)"
+            note = f"{sql} -- {result.error} (the only table is {'t' if wide else 'cells'})"
             continue
         result.columns, result.rows, result.error = list(res.columns), list(res.rows), None
         if result.rows and any(v is not None for row in result.rows for v in row):
             return result
-        note = f"{sql} -- returned no rows: copy row_name and column_name values exactly as listed"
+        note = f"{sql} -- returned no rows: copy " + ("column and row names" if wide else "row_name and column_name values") + " exactly as listed"
         result.error = "no rows"
     return result
 
@@ -309,7 +505,7 @@ def verify_sql(result: SqlResult, rel: TableRelation, env: Any) -> bool:
     """Re-run the query and compare: True when it gives the same rows again (a query over a
     published, read-only corpus version is deterministic unless it is not: ``random()``)."""
     try:
-        again = env.run_sql(bound_sql(result.sql, rel.table_id), max_rows=MAX_RESULT_ROWS)
+        again = env.run_sql(result.bound or bound_sql(result.sql, rel.table_id), max_rows=MAX_RESULT_ROWS)
     except NeusymError:
         return False
     return list(again.rows) == list(result.rows)
