@@ -44,7 +44,10 @@ reader before a chunk that reads a stored table's body gave its place to the tab
 row per cell, before the wide form (one column per header path) replaced it
 (``results/table_wide_form.json``: on the items whose answer went through a table query, tuning set
 2 -> 4 of 10, dev 1 -> 2 of 7, test 0 -> 0 of 3, blind 0 -> 1 of 14; measured as part ``wide`` over
-``direct`` at a94f837). Not adopted: linking a name the SQL
+``direct`` at a94f837). Not adopted (parts kept, they only set ``auto.TABLE_QUERY_GATE``):
+``anytable`` — a table query whenever a table is among the evidence, and ``anysoft`` — the same, its
+rows evidence for the answer call rather than the answer (``results/table_query_gate.json``: tuning
+set 11 -> 18 of 37 and 7 -> 11 of 22, test 1 -> 0 of 6 for both, blind 13 -> 10 and 13 -> 13 of 51). Not adopted: linking a name the SQL
 compares with ``column_name`` to ``row_name`` when it is a row's name (and the reverse) — tuning set
 12 -> 12 of 37, dev table items 3 -> 2 of 17 (``results/reader_tables.json``, ``swap_run``).
 """
@@ -77,6 +80,8 @@ PARTS: dict[str, list[tuple[str, str, object]]] = {
     "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
     "k6": [("neusym.query.agent.auto", "EVIDENCE_ITEMS", 6)],
     "cells": [("neusym.query.agent.tablesql", "RELATION_FORM", "cells")],
+    "anytable": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "any")],
+    "anysoft": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "anysoft")],
 }
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 #: split -> the question set holding it (a set without ``splits.json`` is one split of its own name).

@@ -698,7 +698,8 @@ def _table_sql(question: str, answer_format: str | None, cells: list[dict], rout
     tables = [c for c in cells if c.get("table_name") == "tables"]
     if not tables or worked_computation(question):  # it gives the numbers to compute with: nothing to look up
         return cells, None
-    if not (cells[0].get("table_name") == "tables" or "table" in route_features.get("modality", [])):
+    strong = cells[0].get("table_name") == "tables" or "table" in route_features.get("modality", [])
+    if TABLE_QUERY_GATE == "top" and not strong:
         return cells, None
     source = tables[0]
     rel = load_relation(env, str(source["primary_key"]))
@@ -716,7 +717,17 @@ def _table_sql(question: str, answer_format: str | None, cells: list[dict], rout
     agreed = verify_sql(res, rel, env)
     computed = dict(source)
     computed["context"] = f"Computed by SQL over {caption}: {res.text()}"
-    return [computed] + cells, (res, agreed, shaped_result(res, answer_format))
+    shaped = shaped_result(res, answer_format) if strong or TABLE_QUERY_GATE == "any" else None
+    return [computed] + cells, (res, agreed, shaped)
+
+
+#: When the focused route queries a table among its evidence: ``"top"`` (the default), when the
+#: best-ranked excerpt is a table or the question names tables (router modality); ``"any"``, whenever a
+#: table is among the evidence; ``"anysoft"``, as ``"any"`` but a query only ``"any"`` opens gives the
+#: answer call evidence, never the answer itself. The other two were measured and not adopted: they win
+#: table questions of the tuning set and lose text questions on test and blind
+#: (``benchmarks/results/table_query_gate.json``). Read at call time.
+TABLE_QUERY_GATE = "top"
 
 
 def _sql_check(sql_result: tuple) -> Check:
