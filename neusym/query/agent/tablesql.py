@@ -51,8 +51,9 @@ MAX_RESULT_ROWS = 12
 EXAMPLE_CELLS = 6
 #: How a table is shown to the model and queried: ``"cells"``, one row per data cell (``cells(row_no,
 #: row_name, column_name, text, value)``), or ``"wide"``, one row per table row and one column per
-#: header path (``t(row_no, row_name, "<header path>", ...)``, the form of text-to-SQL benchmarks),
-#: its rows listed in the prompt. Read at call time.
+#: header path (``t(row_no, row_name, Citation_prediction_Cite_MAP, ...)``, each column named by
+#: :func:`column_identifier`; the form of text-to-SQL benchmarks), its rows listed in the prompt. A
+#: table whose every column is a row label is shown in the ``"cells"`` form. Read at call time.
 RELATION_FORM = "wide"
 #: Rows of a wide table listed in the prompt at most.
 MAX_WIDE_ROWS = 30
@@ -231,7 +232,8 @@ def _ident(name: str) -> str:
 
 def wide_prompt(question: str, answer_format: str | None, rel: TableRelation, note: str = "") -> str:
     """The prompt that asks for one query over the table in wide form (:data:`RELATION_FORM`
-    ``"wide"``): a ``CREATE TABLE t`` whose columns are the header paths, then its rows (at most
+    ``"wide"``): a ``CREATE TABLE t`` with one column per header path (:func:`wide_columns`, the
+    path as a comment beside an identifier that differs from it), then its rows (at most
     :data:`MAX_WIDE_ROWS`) as SQL tuples, the question and the answer format."""
     columns = wide_columns(rel)
     caption = " ".join(rel.caption.split())[:300]
