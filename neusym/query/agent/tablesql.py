@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from neusym.errors import NeusymError
@@ -79,6 +80,11 @@ class TableRelation:
     headers: list[str]
     rows: list[str]
     cells: list[tuple] = field(default_factory=list)
+
+    @cached_property
+    def wide(self) -> list["WideColumn"]:
+        """The table's columns in wide form (:func:`wide_columns`), computed once."""
+        return wide_columns(self)
 
 
 @dataclass
@@ -235,7 +241,7 @@ def wide_prompt(question: str, answer_format: str | None, rel: TableRelation, no
     ``"wide"``): a ``CREATE TABLE t`` with one column per header path (:func:`wide_columns`, the
     path as a comment beside an identifier that differs from it), then its rows (at most
     :data:`MAX_WIDE_ROWS`) as SQL tuples, the question and the answer format."""
-    columns = wide_columns(rel)
+    columns = rel.wide
     caption = " ".join(rel.caption.split())[:300]
     grid: dict[int, dict[int, tuple]] = {}
     names: dict[int, str] = {}
@@ -292,7 +298,7 @@ def bound_wide_sql(sql: str, rel: TableRelation) -> str:
     if not _UUID.match(rel.table_id):
         raise ValueError(f"not a table id: {rel.table_id!r}")
     picks = [f"max({'number' if c.numeric else 'cell_text'}) FILTER (WHERE column_index = {c.column_index}) "
-             f"AS {_ident(c.name)}" for c in wide_columns(rel)]
+             f"AS {_ident(c.name)}" for c in rel.wide]
     cte = ("t AS (SELECT row_index AS row_no, any_value(row_header) AS row_name" + "".join(", " + p for p in picks)
            + f" FROM table_cells WHERE ref_table_id = '{rel.table_id}'::UUID AND NOT is_header GROUP BY row_index)")
     body = sql.strip().rstrip(";").strip()
@@ -315,8 +321,8 @@ def link_wide_names(sql: str, rel: TableRelation) -> str:
         tree = sqlglot.parse_one(sql, read="duckdb")
     except Exception:  # noqa: BLE001 - sqlglot raises several error types; the query runs as written
         return sql
-    known = {"row_no", "row_name"} | {c.name.lower() for c in wide_columns(rel)}
-    headers = [c.name for c in wide_columns(rel)]
+    headers = [c.name for c in rel.wide]
+    known = {"row_no", "row_name"} | {h.lower() for h in headers}
     aliases = {a.alias for a in tree.find_all(exp.Alias)} | {t.alias for t in tree.find_all(exp.TableAlias) if t.name}
     changed = False
     for col in list(tree.find_all(exp.Column)):
@@ -327,17 +333,7 @@ def link_wide_names(sql: str, rel: TableRelation) -> str:
         if linked is not None:
             col.set("this", exp.to_identifier(linked, quoted=True))
             changed = True
-    for cmp in list(tree.find_all(exp.EQ, exp.NEQ, exp.In)):
-        this = cmp.this
-        if not (isinstance(this, exp.Column) and this.name.lower() == "row_name"):
-            continue
-        literals = cmp.expressions if isinstance(cmp, exp.In) else [cmp.expression]
-        for lit in literals:
-            if isinstance(lit, exp.Literal) and lit.is_string:
-                linked = closest_name(lit.this, rel.rows)
-                if linked is not None and linked != lit.this:
-                    lit.replace(exp.Literal.string(linked))
-                    changed = True
+    changed = _link_literals(tree, {"row_name": rel.rows}) or changed
     return tree.sql(dialect="duckdb") if changed else sql
 
 
@@ -436,10 +432,18 @@ def link_names(sql: str, rel: TableRelation) -> str:
         tree = sqlglot.parse_one(sql, read="duckdb")
     except Exception:  # noqa: BLE001 - sqlglot raises several error types; the query runs as written
         return sql
-    names = {"row_name": rel.rows, "column_name": rel.headers}
+    changed = _link_literals(tree, {"row_name": rel.rows, "column_name": rel.headers})
+    return tree.sql(dialect="duckdb") if changed else sql
+
+
+def _link_literals(tree: Any, names: dict[str, list[str]]) -> bool:
+    """Replace, in the parsed query ``tree``, each string literal compared (=, <>, IN) with a column
+    of ``names`` by the listed name it means (:func:`closest_name`); True when one changed."""
+    from sqlglot import exp
+
     changed = False
 
-    def target(node: exp.Expression) -> str | None:
+    def target(node: Any) -> str | None:
         return node.name.lower() if isinstance(node, exp.Column) and node.name.lower() in names else None
 
     for cmp in list(tree.find_all(exp.EQ, exp.NEQ, exp.In)):
@@ -453,7 +457,7 @@ def link_names(sql: str, rel: TableRelation) -> str:
                 if linked is not None and linked != lit.this:
                     lit.replace(exp.Literal.string(linked))
                     changed = True
-    return tree.sql(dialect="duckdb") if changed else sql
+    return changed
 
 
 def _extract_sql(text: str) -> str:
@@ -472,7 +476,7 @@ def query_table(question: str, answer_format: str | None, rel: TableRelation, en
     DuckDB's message (or "no rows") when it fails. Never raises for a bad query: the result's
     ``error`` says what went wrong. Raises :class:`NeusymError` subclasses of the LLM (cancelled,
     unavailable) as they come."""
-    wide = RELATION_FORM == "wide" and bool(wide_columns(rel))
+    wide = RELATION_FORM == "wide" and bool(rel.wide)
     prompt = wide_prompt if wide else relation_prompt
     note = ""
     result = SqlResult("", [], [])
