@@ -17,14 +17,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from neusym.encode import RETRIEVER_INFO, DenseEncoder, get_encoder, paper_tokens, split_sentences
+from neusym.encode import RETRIEVER_INFO, DenseEncoder, get_encoder, split_sentences
 from neusym.ingest.retriever import (
     MIN_ABSTRACT_CHARS,
     batches_without_duplicates,
     refresh_retriever,
     train_encoder,
     training_pairs,
-    with_hard_negatives,
 )
 from neusym.ingest.sources.acl_source import parse_acl_collection
 from neusym.settings import Settings
@@ -88,62 +87,6 @@ def test_batches_never_hold_two_pairs_of_one_paper(srw_docs):
     assert len(used) == len(set(map(id, used))) and len(pairs) - len(used) < 16 * 3
     # fewer papers than a batch: no batch can be filled
     assert batches_without_duplicates([p for p in pairs if p.paper_id in {pairs[0].paper_id}], 2) == []
-
-
-def _bm25_best(query, docs, exclude):
-    """The paper of ``docs`` (not ``exclude``) with the highest BM25 score for ``query``: a plain
-    loop over the documents, written apart from the sparse-matrix code under test."""
-    import math
-
-    texts = {d.paper_id: paper_tokens(f"{_ws(d.title)} {_ws(d.abstract)}") for d in docs}
-    avg = sum(len(t) for t in texts.values()) / len(texts)
-    n = len(texts)
-    q = set(paper_tokens(query))
-    best, best_score = None, 0.0
-    for pid, tokens in texts.items():
-        if pid == exclude:
-            continue
-        score = 0.0
-        for term in q:
-            tf = tokens.count(term)
-            if tf:
-                df = sum(1 for t in texts.values() if term in t)
-                idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
-                score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(tokens) / avg))
-        if score > best_score:
-            best, best_score = pid, score
-    return best
-
-
-def test_hard_negatives_are_the_papers_bm25_ranks_best_for_the_query(srw_docs):
-    pairs = training_pairs(srw_docs, seed=0)
-    by_id = {d.paper_id: d for d in srw_docs}
-    top1 = with_hard_negatives(pairs, srw_docs, depth=1)
-    assert [(p.paper_id, p.kind, p.query, p.passage) for p in top1] == \
-        [(p.paper_id, p.kind, p.query, p.passage) for p in pairs]
-    for p in top1[:40]:
-        assert p.negative_paper_id and p.negative_paper_id != p.paper_id
-        assert p.negative_paper_id == _bm25_best(p.query, srw_docs, p.paper_id)
-        neg = by_id[p.negative_paper_id]
-        # the negative has the shape of the pair's own passage
-        assert p.negative == (_ws(neg.abstract) if p.kind == "title" else f"{_ws(neg.title)}. {_ws(neg.abstract)}")
-    deeper = with_hard_negatives(pairs, srw_docs, depth=5, seed=1)
-    assert deeper == with_hard_negatives(pairs, srw_docs, depth=5, seed=1)  # seeded
-    assert {p.negative_paper_id for p in deeper} - {""} <= set(by_id)
-    assert sum(a.negative_paper_id != b.negative_paper_id for a, b in zip(top1, deeper)) > len(pairs) // 4
-    # a batch never holds a pair whose hard negative is the paper of another of its pairs
-    for batch in batches_without_duplicates(deeper, 16):
-        positives = [p.paper_id for p in batch]
-        negatives = [p.negative_paper_id for p in batch]
-        assert len(set(positives)) == 16 and not set(positives) & set(negatives)
-
-
-@pytest.mark.slow
-def test_train_encoder_with_hard_negatives(srw_docs, tmp_path):
-    pairs = with_hard_negatives(training_pairs(srw_docs), srw_docs)
-    record = train_encoder(pairs, tmp_path / "r", budget_s=8, batch_size=8)
-    assert record.steps >= 1 and record.hard_negatives == len(pairs)
-    assert json.loads((tmp_path / "r" / RETRIEVER_INFO).read_text())["hard_negatives"] == len(pairs)
 
 
 @pytest.fixture(scope="module")

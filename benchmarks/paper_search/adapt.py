@@ -56,19 +56,16 @@ CONFIGS = {
 }
 
 
-def train_child(corpus_dir: Path, files: list[str], out_dir: Path, minutes: float, hard_negatives: bool = False) -> dict:
-    """Train in a child process (its own peak RSS); returns the TrainingRecord as a dict.
-    ``hard_negatives``: each pair also gets a BM25-mined hard negative (:func:`with_hard_negatives`)."""
+def train_child(corpus_dir: Path, files: list[str], out_dir: Path, minutes: float) -> dict:
+    """Train in a child process (its own peak RSS); returns the TrainingRecord as a dict."""
     code = (
         "import json, sys; from pathlib import Path\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "from neusym.ingest.sources.acl_source import parse_acl_collection\n"
         "from neusym.store.paper_index import PaperDoc\n"
-        "from neusym.ingest.retriever import training_pairs, train_encoder, with_hard_negatives\n"
+        "from neusym.ingest.retriever import training_pairs, train_encoder\n"
         f"docs = [PaperDoc.from_source(p) for f in {files!r} for p in parse_acl_collection(Path({str(corpus_dir)!r}) / f)]\n"
         "pairs = training_pairs(docs)\n"
-        + ("pairs = with_hard_negatives(pairs, docs)\n" if hard_negatives else "")
-        + 
         "def step(i, n, loss):\n"
         "    if i % 25 == 0 or i == n: print(f'step {i}/{n} loss {loss:.3f}', file=sys.stderr, flush=True)\n"
         f"rec = train_encoder(pairs, Path({str(out_dir)!r}), budget_s={minutes * 60}, on_step=step)\n"
@@ -118,11 +115,7 @@ def main() -> None:
     ap.add_argument("--corpus-dir", type=Path, default=Path(os.environ.get("NEUSYM_ACL_CORPUS", "/work/shared/corpus/acl")))
     ap.add_argument("--runs", default="heldapart,self2.5k,self5k")
     ap.add_argument("--minutes", type=float, default=25.0, help="training budget per run (the setting's default)")
-    ap.add_argument("--hard-negatives", action="store_true",
-                    help="train with a BM25-mined hard negative per pair; runs are recorded as '<run>+hn'")
     ap.add_argument("--grid", action="store_true", help="also search fusion weights on dev (reported on test)")
-    ap.add_argument("--skip-baseline", action="store_true",
-                    help="keep the packaged encoder's results already in --out instead of rebuilding them")
     ap.add_argument("--models", type=Path, default=None, help="keep trained encoders here (default: a temporary dir)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "paper_search_adapted.json")
     args = ap.parse_args()
@@ -148,19 +141,18 @@ def main() -> None:
         size = EVAL_SIZE[run]
         docs = load_docs(args.corpus_dir, size)
         print(f"[{run}] training on {TRAIN_SETS[run]} ({args.minutes} min budget)", flush=True)
-        name = f"{run}+hn" if args.hard_negatives else run
-        model_dir = models_root / name
+        model_dir = models_root / run
         if model_dir.exists():
             record = json.loads((model_dir / "retriever.json").read_text())
         else:
-            record = train_child(args.corpus_dir, TRAIN_SETS[run], model_dir, args.minutes, args.hard_negatives)
+            record = train_child(args.corpus_dir, TRAIN_SETS[run], model_dir, args.minutes)
         print(f"[{run}] trained {record['id']}: {record['steps']} steps, {record['train_seconds']} s, "
               f"peak {record['peak_rss_mb']} MB", flush=True)
         adapted = DenseEncoder("onnx-int8", base.models_dir, retriever_dir=model_dir)
         adapted.warm_up()
-        entry = {"trained_on": TRAIN_SETS[run], "hard_negatives": args.hard_negatives, "evaluated_on": CORPORA[size], "papers": len(docs), "training": record}
+        entry = {"trained_on": TRAIN_SETS[run], "evaluated_on": CORPORA[size], "papers": len(docs), "training": record}
         with tempfile.TemporaryDirectory() as tmp:
-            if size not in done_baselines and not (args.skip_baseline and size in baselines):
+            if size not in done_baselines:
                 print(f"[{run}] packaged encoder, {size}", flush=True)
                 index = PaperIndex(EdgeBackend(Path(tmp) / "base"))
                 build = index.build(docs)
@@ -173,7 +165,7 @@ def main() -> None:
             entry.update(run_index(index, qsets, args.grid))
             entry["load_avg_at_end"] = os.getloadavg()[0]
             index.close()
-        result["runs"][name] = entry
+        result["runs"][run] = entry
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n")
         print(f"wrote {args.out}", flush=True)

@@ -64,8 +64,6 @@ logger = logging.getLogger(__name__)
 MIN_ABSTRACT_CHARS = 200
 """Papers with a shorter abstract give no training pair (a title alone says too little)."""
 ICT_PER_PAPER = 2
-HARD_NEGATIVE_DEPTH = 10
-"""A pair's hard negative is drawn from this many papers BM25 ranks best for its query."""
 VALIDATION_SHARE = 0.05
 VALIDATION_MAX = 200
 VALIDATION_MIN_PAPERS = 20
@@ -80,17 +78,12 @@ class RetrieverError(NeusymError):
 
 @dataclass(frozen=True)
 class TrainingPair:
-    """One (query, passage) pair of ``paper_id``; ``kind``: ``title``, ``ict`` or ``tldr``.
-
-    ``negative`` / ``negative_paper_id``: a hard negative (another paper's passage, of the same shape
-    as ``passage``, that BM25 ranks high for ``query``: :func:`with_hard_negatives`), or empty."""
+    """One (query, passage) pair of ``paper_id``; ``kind``: ``title``, ``ict`` or ``tldr``."""
 
     paper_id: str
     kind: str
     query: str
     passage: str
-    negative: str = ""
-    negative_paper_id: str = ""
 
 
 def _ws(text: str | None) -> str:
@@ -128,10 +121,9 @@ def training_pairs(docs: Sequence[PaperDoc], *, seed: int = 0, ict_per_paper: in
 
 
 def batches_without_duplicates(pairs: Sequence[TrainingPair], batch_size: int) -> list[list[TrainingPair]]:
-    """``pairs`` cut into full batches in order, a pair moved to a later batch when its paper (or
-    its hard negative's paper) is already in the current one, as a positive or as a hard negative
-    (in-batch negatives must not be the positive's own paper). Pairs that fill no complete batch at
-    the end are dropped."""
+    """``pairs`` cut into full batches in order, a pair moved to a later batch when its paper is
+    already in the current one (in-batch negatives must not be the positive's own paper).
+    Pairs that fill no complete batch at the end are dropped."""
     batches: list[list[TrainingPair]] = []
     waiting: list[TrainingPair] = list(pairs)
     while len(waiting) >= batch_size:
@@ -139,10 +131,9 @@ def batches_without_duplicates(pairs: Sequence[TrainingPair], batch_size: int) -
         seen: set[str] = set()
         rest: list[TrainingPair] = []
         for p in waiting:
-            papers = {p.paper_id, p.negative_paper_id} - {""}
-            if len(batch) < batch_size and not papers & seen:
+            if len(batch) < batch_size and p.paper_id not in seen:
                 batch.append(p)
-                seen.update(papers)
+                seen.add(p.paper_id)
             else:
                 rest.append(p)
         if len(batch) < batch_size:
@@ -152,75 +143,13 @@ def batches_without_duplicates(pairs: Sequence[TrainingPair], batch_size: int) -
     return batches
 
 
-def with_hard_negatives(pairs: Sequence[TrainingPair], docs: Sequence[PaperDoc], *, depth: int = 0,
-                        seed: int = 0) -> list[TrainingPair]:
-    """``pairs`` with a hard negative each: for a pair's query, BM25 over the titles and abstracts of
-    ``docs`` (:func:`neusym.encode.paper_tokens`, k1 1.2, b 0.75) ranks the other papers, and one of
-    the ``depth`` (default :data:`HARD_NEGATIVE_DEPTH`) best is drawn (``seed``) as its negative,
-    written in the shape of the pair's passage (an abstract for ``title`` pairs, title + abstract
-    otherwise). A pair whose query shares no term with another paper keeps no negative. Same order
-    as ``pairs``; ``docs`` must hold every pair's paper (others are ignored as candidates when they
-    are not :func:`usable`)."""
-    import numpy as np
-    from scipy.sparse import csr_matrix
-
-    from neusym.encode import paper_tokens
-
-    depth = depth or HARD_NEGATIVE_DEPTH
-    good = [d for d in docs if usable(d)]
-    if len(good) < 2:
-        return list(pairs)
-    vocab: dict[str, int] = {}
-    rows, cols, tfs = [], [], []
-    lengths = []
-    for i, d in enumerate(good):
-        counts: dict[int, int] = {}
-        tokens = paper_tokens(f"{_ws(d.title)} {_ws(d.abstract)}")
-        lengths.append(len(tokens))
-        for t in tokens:
-            j = vocab.setdefault(t, len(vocab))
-            counts[j] = counts.get(j, 0) + 1
-        for j, c in counts.items():
-            rows.append(i), cols.append(j), tfs.append(c)
-    n, k1, b = len(good), 1.2, 0.75
-    lengths_arr = np.asarray(lengths, dtype=np.float64)
-    tf = np.asarray(tfs, dtype=np.float64)
-    norm = k1 * (1 - b + b * lengths_arr[rows] / max(1.0, lengths_arr.mean()))
-    df = np.bincount(np.asarray(cols), minlength=len(vocab))
-    idf = np.log(1 + (n - df + 0.5) / (df + 0.5))
-    weights = tf * (k1 + 1) / (tf + norm) * idf[cols]
-    matrix = csr_matrix((weights, (rows, cols)), shape=(n, len(vocab))).T.tocsr()  # term -> papers
-    position = {d.paper_id: i for i, d in enumerate(good)}
-    rng = random.Random(seed)
-    out = []
-    for p in pairs:
-        terms = sorted({vocab[t] for t in paper_tokens(p.query) if t in vocab})
-        own = position.get(p.paper_id)
-        if not terms:
-            out.append(p)
-            continue
-        scores = np.asarray(matrix[terms].sum(axis=0)).ravel()
-        if own is not None:
-            scores[own] = -1.0
-        best = np.argpartition(-scores, min(depth, n - 1))[:depth]
-        best = [int(i) for i in best if scores[i] > 0]
-        if not best:
-            out.append(p)
-            continue
-        neg = good[rng.choice(sorted(best))]
-        passage = _ws(neg.abstract) if p.kind == "title" else f"{_ws(neg.title)}. {_ws(neg.abstract)}"
-        out.append(TrainingPair(p.paper_id, p.kind, p.query, p.passage, passage, neg.paper_id))
-    return out
-
-
 class TrainingRecord(BaseModel):
     """What :func:`train_encoder` did (also written as :data:`neusym.encode.RETRIEVER_INFO`).
 
     ``id``: 12 hex digits of the int8 graph's sha256; ``pairs``: pairs available per kind;
     ``pairs_used``: pairs trained on (``steps`` × ``batch_size``); ``train_seconds`` /
     ``export_seconds``: wall time; ``peak_rss_mb``: the process's peak resident memory after
-    training (MiB); ``papers``: papers the pairs came from; ``hard_negatives``: pairs with a hard
-    negative (:func:`with_hard_negatives`).
+    training (MiB); ``papers``: papers the pairs came from.
     """
 
     id: str = ""
@@ -240,7 +169,6 @@ class TrainingRecord(BaseModel):
     peak_rss_mb: float = 0.0
     last_loss: float | None = None
     seed: int = 0
-    hard_negatives: int = 0
 
 
 def train_encoder(pairs: Sequence[TrainingPair], out_dir: Path, *, budget_s: float, batch_size: int = 32,
@@ -283,13 +211,10 @@ def train_encoder(pairs: Sequence[TrainingPair], out_dir: Path, *, budget_s: flo
                             budget_seconds=budget_s, seed=seed)
     for p in pairs:
         record.pairs[p.kind] = record.pairs.get(p.kind, 0) + 1
-    record.hard_negatives = sum(1 for p in pairs if p.negative)
 
     def batch_loss(batch: list[TrainingPair]):
-        columns = [[p.query for p in batch], [p.passage for p in batch]]
-        if all(p.negative for p in batch):  # each query also ranks every hard negative of the batch
-            columns.append([p.negative for p in batch])
-        return loss_fn([model.preprocess(texts) for texts in columns], None)
+        return loss_fn([model.preprocess([p.query for p in batch]), model.preprocess([p.passage for p in batch])],
+                       None)
 
     t0 = time.perf_counter()
     model.train()
