@@ -133,6 +133,7 @@ def test_a_quoted_title_that_is_not_in_the_corpus_is_said_so_without_the_llm(cor
         assert result.route == "symbolic" and result.turns == 0
         assert result.answer == f"No paper titled '{title}' is in the corpus."
         assert result.verification["status"] == "pass" and result.verification["checks"][0]["kind"] == "title"
+        assert result.verification["basis"] == "computed"  # a lookup: no title of metadata holds it
     # a quoted sentence is not a title, and a quoted part of a corpus title names that paper
     from neusym.query.agent.symbolic import unknown_titles
 
@@ -170,6 +171,7 @@ def test_symbolic_counts_tables_like_the_pdf_prints_them(corpus_settings):
     assert result.route == "symbolic" and result.turns == 0 and result.seconds < 5
     assert result.answer == len(printed) == 3
     assert result.verification["status"] == "pass" and "SQL" in result.verification["checks"][0]["detail"]
+    assert result.verification["basis"] == "computed"
     quotes = [c["quote"] for c in result.citations]
     assert all(q.startswith("Table ") for q in quotes) and len(quotes) == 3
     assert all(c["bounding_box"] and c["page_number"] for c in result.citations)
@@ -246,6 +248,7 @@ def test_paper_search_route_needs_no_llm(corpus_settings):
     assert result.route == "paper_search" and result.turns == 0
     assert result.answer.startswith("When Not to Trust Language Models")
     assert result.verification["status"] == "pass" and result.candidates[0]["title"] == result.answer
+    assert result.verification["basis"] == "search"
     assert result.citations[0]["table_name"] == "metadata"
 
 
@@ -262,6 +265,7 @@ def test_focused_route_one_llm_call_with_verified_citations(corpus_settings, ids
     prompt = llm.requests[0]["messages"][1]["content"]
     assert "[Evidence]:" in prompt and "hard negatives" in prompt and len(prompt) < 5000  # compact
     assert result.answer == [2, 3] and result.verification["status"] == "pass"
+    assert result.verification["basis"] == "read"  # the model wrote it: its numbers occur in the evidence
     checks = result.verification["checks"]
     assert {c["claim"] for c in checks if c["kind"] == "number"} == {"2", "3"}
     assert [c["ok"] for c in checks if c["kind"] == "format"] == [True]
@@ -572,6 +576,10 @@ def test_verifier_units():
     assert verify("The model reaches better scores on every task of the suite overall", ev).status == "unverifiable"
     assert verify("A Title", [], titles={"a title"}).status == "pass"
     assert verify("Another", [], titles={"a title"}).status == "fail"
+    # the basis says what the answer is: model-written unless a query computed it or the paper index found it
+    assert verify("[2, 3]", ev).to_dict()["basis"] == "read"
+    assert verify("3", [], symbolic_sql=["SELECT count(*) FROM tables"]).to_dict()["basis"] == "computed"
+    assert verify("A Title", [], titles={"a title"}).to_dict()["basis"] == "search"
 
 
 def test_a_question_about_two_papers_reads_the_best_excerpts_of_each(corpus_settings, ids):
@@ -602,7 +610,7 @@ def test_agent_route_verifies_and_cites_the_vector_hits(corpus_settings, ids):
     ])
     result = ask(q, settings=corpus_settings, llm=llm, method="auto")
     assert result.route == "agent" and result.method == "auto" and result.answer == "SCIDOCS"
-    assert result.verification["status"] in ("unverifiable", "pass")
+    assert result.verification["status"] in ("unverifiable", "pass") and result.verification["basis"] == "read"
     assert result.citations and all(c["paper_id"] in (ids["SPECTER"], ids["LongEval"]) for c in result.citations)
 
 

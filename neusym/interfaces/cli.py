@@ -13,6 +13,7 @@ from rich.table import Table
 
 from neusym.settings import Settings
 
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="NeuSym-RAG corpus pipeline and query layer over AI research papers.")
 console = Console()
@@ -219,8 +220,12 @@ def ask(
         v = result.verification or {}
         checks = ", ".join(f"{c['kind']} {c['claim'][:40]!r}: {'ok' if c['ok'] else ('failed' if c['ok'] is False else '?')}"
                            for c in v.get("checks", [])[:6])
+        from neusym.query.agent.verify import BASES
+
+        basis = BASES.get(v.get("basis", ""), "")
         console.print(f"[dim]route: {result.route} ({result.route_features.get('reason', '')}); verification: "
                       f"{v.get('status', '-')}{' after repair' if v.get('repaired') else ''}"
+                      f"{' (' + basis + ')' if basis else ''}"
                       f"{' — ' + checks if checks else ''}[/dim]", soft_wrap=True)
     for i, c in enumerate(result.citations, start=1):
         where = f"page {c['page_number']}" if c.get("page_number") else "metadata"

@@ -338,8 +338,12 @@ def _answer_text(data: dict) -> str:
     text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
     lines = [f"Answer: {text}"]
     if data.get("route"):
-        status = (data.get("verification") or {}).get("status")
-        lines.append(f"Route: {data['route']}" + (f"; verification: {status}" if status else ""))
+        from neusym.query.agent.verify import BASES
+
+        verification = data.get("verification") or {}
+        status, basis = verification.get("status"), BASES.get(verification.get("basis") or "")
+        lines.append(f"Route: {data['route']}" + (f"; verification: {status}" if status else "")
+                     + (f" ({basis})" if status and basis else ""))
     for i, c in enumerate(data.get("citations") or [], start=1):
         if isinstance(c, dict):
             where = f"p. {c.get('page_number')}" if c.get("page_number") else "metadata"

@@ -556,7 +556,7 @@ def answer_paper_search(question: str, conferences: list[str] | None, env: Any, 
     add_step(Step(thought=f"paper search with filters {filters or 'none'}", action="SearchPapers",
                   arguments={"query": question, **filters}, observation=text or "no paper found", fixed=True))
     if not hits:
-        result.verification = Verification("unverifiable").to_dict()
+        result.verification = Verification("unverifiable", basis="search").to_dict()
         return result
     top = hits[0]
     result.answer = top.title
@@ -639,7 +639,8 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
     direct = sql_result[2] if sql_result else None
     if direct is not None:  # the query's rows have the shape the format asks for: they are the answer
         result.answer = direct
-        result.verification = Verification("pass" if sql_result[1] else "fail", [_sql_check(sql_result)]).to_dict()
+        result.verification = Verification("pass" if sql_result[1] else "fail", [_sql_check(sql_result)],
+                                           basis="computed").to_dict()
         result.citations = [c.to_dict() for c in citations_for(env, cells[:1], direct)]
         return result
     answer, used, reply = focused_answer(question, answer_format, papers, cells, env, llm)

@@ -158,7 +158,8 @@ class MissingPaperRoute:
         run.add_step(Step(thought=result.answer, action="RetrieveFromDatabase",
                           arguments={"sql": "SELECT title FROM metadata"}, observation=result.answer, fixed=True))
         result.verification = Verification("pass", [Check(title, "title", True, "no title in metadata.title "
-                                                                                "contains it")]).to_dict()
+                                                                                "contains it")],
+                                           basis="computed").to_dict()
         return result
 
     def fallback(self, facts: Facts) -> str:

@@ -21,6 +21,13 @@ SR-RAG's verification of intermediate answers, with DuckDB as the symbolic engin
 
 Status: ``pass`` when every check passed (and there was at least one), ``fail`` when one failed,
 ``unverifiable`` when nothing in the answer could be checked.
+
+Basis (:data:`BASES`): what the answer is, which says how far a ``pass`` can be trusted. ``computed``:
+the result of a query (an SQL template, the rows of a table query, a lookup that found no such
+title) — right when the database is; ``search``: the top hit of the paper index, checked only to be
+a title of the corpus; ``read``: written by the language model from the evidence — its checks only
+show that its numbers, quotes and items occur there, not that they answer the question (how often a
+``pass`` is right per basis, on questions nobody tuned for: ``benchmarks/results/verification.json``).
 """
 
 from __future__ import annotations
@@ -49,18 +56,24 @@ class Check:
     detail: str = ""
 
 
+#: What an answer can be (module docstring) -> how the CLI, the MCP tools and the page name it.
+BASES = {"computed": "computed by a query", "search": "the top paper-search hit", "read": "read by the language model"}
+
+
 @dataclass
 class Verification:
-    """The verifier's verdict: ``status`` (pass / fail / unverifiable), the ``checks`` made and
-    ``repaired`` (the answer came from the repair round)."""
+    """The verifier's verdict: ``status`` (pass / fail / unverifiable), the ``checks`` made,
+    ``repaired`` (the answer came from the repair round) and ``basis`` (one of :data:`BASES`)."""
 
     status: str
     checks: list[Check] = field(default_factory=list)
     repaired: bool = False
+    basis: str = "read"
 
     def to_dict(self) -> dict:
-        """JSON-ready form: ``{"status", "repaired", "checks": [{claim, kind, ok, detail}]}``."""
-        return {"status": self.status, "repaired": self.repaired, "checks": [asdict(c) for c in self.checks]}
+        """JSON-ready form: ``{"status", "basis", "repaired", "checks": [{claim, kind, ok, detail}]}``."""
+        return {"status": self.status, "basis": self.basis, "repaired": self.repaired,
+                "checks": [asdict(c) for c in self.checks]}
 
     @property
     def failed(self) -> list[Check]:
@@ -125,8 +138,9 @@ def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[
     must occur there or in ``question`` (an operand the question gives), unless the question asks to
     compute; quoted strings and list items must occur in the evidence.
 
-    ``titles``: the corpus's normalised titles, when the answer is a paper title (paper search);
-    ``symbolic_sql``: the SQL that computed the answer (symbolic route); ``conformed``: the
+    ``titles``: the corpus's normalised titles, when the answer is a paper title (paper search: basis
+    ``search``); ``symbolic_sql``: the SQL that computed the answer (symbolic route: basis
+    ``computed``; otherwise the basis is ``read``); ``conformed``: the
     :class:`neusym.query.agent.answer_format.Conformed` result for ``answer`` (adds the ``format`` and
     ``calc`` checks; ``answer`` should then be the text the model wrote). Never raises.
     """
@@ -139,11 +153,11 @@ def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[
             checks.append(Check(expr, "calc", True, f"computed by CalculateExpr: {expr} = {value!r}"))
     if symbolic_sql:
         checks.append(Check(text, "sql", True, "computed by SQL: " + " ; ".join(symbolic_sql)))
-        return Verification("pass", checks)
+        return Verification("pass", checks, basis="computed")
     if titles is not None:
         ok = _norm(text) in titles
         checks.append(Check(text, "title", ok, "a title of the corpus" if ok else "no paper of the corpus has this title"))
-        return Verification("pass" if ok else "fail", checks)
+        return Verification("pass" if ok else "fail", checks, basis="search")
     joined = _norm("\n".join(evidence))
     compute = asks_to_compute(question)
     for value in dict.fromkeys(_numbers(text)):
@@ -181,4 +195,4 @@ def normalised_titles(env: Any) -> set[str]:
     return {_norm(t) for _, t, _ in paper_catalog(env)}
 
 
-__all__ = ["Check", "Verification", "asks_to_compute", "normalised_titles", "verify"]
+__all__ = ["BASES", "Check", "Verification", "asks_to_compute", "normalised_titles", "verify"]

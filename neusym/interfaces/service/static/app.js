@@ -352,6 +352,13 @@ function citationNode(c, i) {
   return el("li", { class: "citation" }, head, c.quote ? el("blockquote", { text: c.quote }) : null);
 }
 
+// What an answer is (verification.basis): how far a "pass" can be trusted.
+const BASIS_WORDS = {
+  computed: "computed by a query over the database",
+  search: "the top hit of the paper search",
+  read: "read by the language model: its values occur in the evidence, which does not prove they answer the question",
+};
+
 function renderAnswer(a) {
   $("answer").hidden = false;
   const text = typeof a.answer === "string" ? a.answer : JSON.stringify(a.answer);
@@ -364,9 +371,10 @@ function renderAnswer(a) {
     const mark = c.ok === true ? "✓" : c.ok === false ? "✗" : "?";
     return [mark, c.claim ? `“${c.claim}”` : null, c.kind ? `(${c.kind})` : null, c.detail || null].filter(Boolean).join(" ");
   };
+  const basis = v && BASIS_WORDS[v.basis];
   $("verification").replaceChildren(...(v ? [
-    el("p", { class: "verification " + v.status, "data-status": v.status },
-      `verification: ${v.status}${v.repaired ? " (after one repair round)" : ""}`),
+    el("p", { class: "verification " + v.status, "data-status": v.status, "data-basis": v.basis || "" },
+      `verification: ${v.status}${v.repaired ? " (after one repair round)" : ""}${basis ? " · " + basis : ""}`),
     el("ul", { class: "checks" }, (v.checks || []).slice(0, 8).map((c) => el("li", { class: "hint", text: checkText(c) })))] : []));
   const cites = a.citations || [];
   $("citations-heading").hidden = cites.length === 0;
