@@ -302,8 +302,10 @@ def test_score_matches_by_uuid_not_position(tmp_path, monkeypatch, papers) -> No
         {"uuid": items[3]["uuid"], "answer": "SciBERT", "turns": 1, "prompt_tokens": 100, "completion_tokens": 10,
          "seconds": 4.0, "error": None},
         {"uuid": items[0]["uuid"], "answer": "scidocs", "turns": 3, "prompt_tokens": 500, "completion_tokens": 50,
-         "seconds": 30.0, "error": None},
+         "seconds": 30.0, "error": None, "verification": {"status": "pass", "basis": "read", "checks": []}},
     ]
+    preds[1]["verification"] = {"status": "pass", "basis": "read", "checks": []}
+    preds[3]["verification"] = {"status": "pass", "basis": "computed", "checks": []}
     pred_path = write_jsonl(tmp_path / "p.jsonl", preds)
     report = score_predictions(questions, pred_path)
     assert [(i.uuid, i.score) for i in report.items] == [
@@ -313,11 +315,17 @@ def test_score_matches_by_uuid_not_position(tmp_path, monkeypatch, papers) -> No
     assert report.unknown_predictions == 1
     assert report.overall == 0.5 and report.by_tag["table"] == 0.5 and report.by_tag["objective"] == 0.5
     assert report.means == {"turns": 2.0, "prompt_tokens": 300.0, "completion_tokens": 30.0, "seconds": 18.0}
+    # accuracy per verdict: two 'read' passes (items 0 and 2, both right), one 'computed' pass (item 3: its
+    # evaluator is unknown, so it scores 0); item 1 has no prediction and the stray uuid is not counted
+    assert report.by_verification == {"computed pass": {"n": 1, "accuracy": 0.0},
+                                      "read pass": {"n": 2, "accuracy": 1.0}}
+    assert report.summary()["by_verification"] == report.by_verification
     human = CliRunner().invoke(app, ["eval", "score", str(questions), str(pred_path)])
     assert human.exit_code == 0, human.output
     assert "overall" in human.stdout and "50.0%" in human.stdout
     assert "2.00 turns, 300 prompt + 30 completion tokens, 18.0 s" in human.stdout
     assert "missing predictions 1" in human.stdout and "no prediction" in human.stderr
+    assert "verification: read pass" in human.stdout
 
 
 def test_malformed_question_lines_name_the_line(tmp_path, papers) -> None:

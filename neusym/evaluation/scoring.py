@@ -10,7 +10,9 @@ Every question of the questions file gets one :class:`ItemScore`:
 
 Accuracy is the mean score (0–1) over all questions of the file (``overall``) and over the questions
 carrying each tag (``by_tag``: the paper's single/multiple/retrieval, text/table/image/formula/
-metadata, subjective/objective, plus any other tag present). Predictions whose uuid is not in the
+metadata, subjective/objective, plus any other tag present), and over the predictions whose answer
+carries a verification (method ``auto``), per its basis and status (``by_verification``: how often a
+``pass`` of each basis is right — :mod:`neusym.query.agent.verify`). Predictions whose uuid is not in the
 questions file are ignored and counted. Mean turns, prompt/completion tokens and seconds are over
 the questions that have a prediction without a run error.
 """
@@ -52,9 +54,11 @@ class ScoreReport:
     """Scores of a whole file: ``items`` in question-file order, ``overall`` and ``by_tag`` accuracy
     (0–1), ``tag_counts`` (questions per tag), ``means`` per question (turns, prompt_tokens,
     completion_tokens, seconds), and counts: ``missing`` predictions, ``run_errors``,
-    ``eval_errors``, ``unknown_predictions`` (uuids not in the questions file), and ``notes``:
+    ``eval_errors``, ``unknown_predictions`` (uuids not in the questions file), ``notes``:
     each kwarg that items carry but that does not affect their score, once, with the number of
-    items carrying it (e.g. ``question`` on every paper-retrieval item)."""
+    items carrying it (e.g. ``question`` on every paper-retrieval item), and ``by_verification``:
+    ``{"<basis> <status>": {"n", "accuracy"}}`` over the predictions that carry a verification with a
+    basis (none for methods without a verifier)."""
 
     items: list[ItemScore]
     overall: float
@@ -67,6 +71,7 @@ class ScoreReport:
     unknown_predictions: int = 0
     judge_calls: int = 0
     notes: dict[str, int] = field(default_factory=dict)
+    by_verification: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The ``neusym eval score --json`` object: ``overall`` (0–1), ``by_tag`` ({tag: 0–1}),
@@ -91,6 +96,7 @@ class ScoreReport:
             "eval_errors": self.eval_errors,
             "unknown_predictions": self.unknown_predictions,
             "notes": dict(self.notes),
+            "by_verification": dict(self.by_verification),
         }
 
 
@@ -122,6 +128,7 @@ def score_predictions(
     preds = read_predictions(predictions, tolerate_partial_tail=False) if isinstance(predictions, (str, Path)) else dict(predictions)
     known = {q.uuid for q in items}
     scored: list[ItemScore] = []
+    verdicts: dict[str, list[float]] = {}
     notes: dict[str, int] = {}
     missing = run_errors = eval_errors = 0
     for q in items:
@@ -147,6 +154,9 @@ def score_predictions(
             outcome_error = f"{q.path}:{q.line}: {outcome.error}" if outcome.error else None
         if outcome_error:
             eval_errors += 1
+        verification = pred.get("verification")
+        if isinstance(verification, dict) and verification.get("basis") and verification.get("status"):
+            verdicts.setdefault(f"{verification['basis']} {verification['status']}", []).append(float(outcome_score))
         scored.append(
             ItemScore(
                 q.uuid,
@@ -186,6 +196,7 @@ def score_predictions(
         unknown_predictions=sum(1 for uid in preds if uid not in known),
         judge_calls=int(getattr(judge, "calls", 0) or 0),
         notes=notes,
+        by_verification={key: {"n": len(v), "accuracy": round(sum(v) / len(v), 4)} for key, v in sorted(verdicts.items())},
     )
 
 

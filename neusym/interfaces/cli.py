@@ -687,6 +687,8 @@ def eval_score_cmd(
     t.add_row("overall", str(len(report.items)), f"{100 * report.overall:.1f}%")
     for tag, acc in report.by_tag.items():
         t.add_row(tag, str(report.tag_counts[tag]), f"{100 * acc:.1f}%")
+    for key, group in report.by_verification.items():  # how far a verdict of each basis can be trusted
+        t.add_row(f"verification: {key}", str(group["n"]), f"{100 * group['accuracy']:.1f}%")
     console.print(t)
     m = report.means
 
