@@ -5,12 +5,12 @@ Usage (predictions of ``neusym eval run`` and their scores from ``neusym eval sc
     python benchmarks/verification.py --run NAME PRED.jsonl SCORE.json [--run ...] \\
         [--out benchmarks/results/verification.json]
 
-For every run: the answers grouped by their verification's basis (``computed``: the result of a
-query; ``search``: the top paper-search hit; ``read``: written by the language model — see
-:mod:`neusym.query.agent.verify`) and status (``pass`` / ``fail`` / ``unverifiable``), with how
+For every run: the answers grouped by their verification's basis (``computed``: the result of an
+SQL template; ``queried``: the rows of the query the model wrote over a table; ``search``: the top
+paper-search hit; ``read``: written by the language model — see :mod:`neusym.query.agent.verify`) and status (``pass`` / ``fail`` / ``unverifiable``), with how
 many of them the evaluator scores right. Predictions made before answers carried a basis get the one
 their route implies: ``symbolic`` is ``computed``, ``paper_search`` is ``search``, a ``focused``
-answer whose only check is the re-run of a table query (its rows were the answer) is ``computed``,
+answer whose only check is the re-run of a table query (its rows were the answer) is ``queried``,
 every other answer is ``read``.
 """
 
@@ -36,7 +36,7 @@ def basis_of(pred: dict) -> str:
         return "search"
     kinds = [c.get("kind") for c in v.get("checks") or []]
     if route == "focused" and kinds == ["sql"]:
-        return "computed"
+        return "queried"
     return "read"
 
 

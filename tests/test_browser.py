@@ -162,7 +162,7 @@ def test_search_filter_open_ask_and_see_the_cited_page(browser, site, corpus_set
         verdict = d.find_element(By.CSS_SELECTOR, "#verification .verification")
         assert verdict.get_attribute("data-status") == "pass"
         # a count is the result of a query, and the page says so (not "read by the language model")
-        assert verdict.get_attribute("data-basis") == "computed" and "computed by a query" in verdict.text
+        assert verdict.get_attribute("data-basis") == "computed" and "computed by a query the system" in verdict.text
         link = css("#citations a.citation-link")[0]
         assert "Table 1:" in css("#citations li.citation")[0].text
         shoot(d, tmp_path, "3-ask")

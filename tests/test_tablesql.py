@@ -268,4 +268,4 @@ def test_a_table_question_is_answered_through_the_wide_form_by_default(sql_setti
     assert "CREATE TABLE t (" in llm.requests[0]["messages"][0]["content"]
     assert result.answer == ["title", 85.5] and len(llm.requests) == 1
     assert result.verification["checks"][0]["kind"] == "sql" and result.verification["status"] == "pass"
-    assert result.verification["basis"] == "computed"  # the query's rows are the answer
+    assert result.verification["basis"] == "queried"  # the rows of the model's query are the answer

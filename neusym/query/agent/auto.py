@@ -640,7 +640,7 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
     if direct is not None:  # the query's rows have the shape the format asks for: they are the answer
         result.answer = direct
         result.verification = Verification("pass" if sql_result[1] else "fail", [_sql_check(sql_result)],
-                                           basis="computed").to_dict()
+                                           basis="queried").to_dict()
         result.citations = [c.to_dict() for c in citations_for(env, cells[:1], direct)]
         return result
     answer, used, reply = focused_answer(question, answer_format, papers, cells, env, llm)

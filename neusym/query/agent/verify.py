@@ -23,11 +23,14 @@ Status: ``pass`` when every check passed (and there was at least one), ``fail`` 
 ``unverifiable`` when nothing in the answer could be checked.
 
 Basis (:data:`BASES`): what the answer is, which says how far a ``pass`` can be trusted. ``computed``:
-the result of a query (an SQL template, the rows of a table query, a lookup that found no such
-title) — right when the database is; ``search``: the top hit of the paper index, checked only to be
-a title of the corpus; ``read``: written by the language model from the evidence — its checks only
-show that its numbers, quotes and items occur there, not that they answer the question (how often a
-``pass`` is right per basis, on questions nobody tuned for: ``benchmarks/results/verification.json``).
+the result of an SQL template or lookup the system wrote (counts, authors, venue, a title that is not
+in the corpus) — right when the database is; ``queried``: the rows of the SQL query the language
+model wrote over one table's cells (re-run by the verifier: whether it asks the right thing, and
+whether the cells were parsed right, is not checked); ``search``: the top hit of the paper index,
+checked only to be a title of the corpus; ``read``: written by the language model from the evidence —
+its checks only show that its numbers, quotes and items occur there, not that they answer the
+question. How often a ``pass`` of each basis is right on questions nobody tuned for:
+``benchmarks/results/verification.json``.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ class Check:
 
 
 #: What an answer can be (module docstring) -> how the CLI, the MCP tools and the page name it.
-BASES = {"computed": "computed by a query", "search": "the top paper-search hit", "read": "read by the language model"}
+BASES = {"computed": "computed by a query the system wrote", "queried": "the rows of a query the language model wrote",
+         "search": "the top paper-search hit", "read": "read by the language model"}
 
 
 @dataclass

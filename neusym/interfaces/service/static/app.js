@@ -354,7 +354,8 @@ function citationNode(c, i) {
 
 // What an answer is (verification.basis): how far a "pass" can be trusted.
 const BASIS_WORDS = {
-  computed: "computed by a query over the database",
+  computed: "computed by a query the system wrote over the database",
+  queried: "the rows of a query the language model wrote over one table: the query is re-run, not judged",
   search: "the top hit of the paper search",
   read: "read by the language model: its values occur in the evidence, which does not prove they answer the question",
 };
