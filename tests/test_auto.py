@@ -229,6 +229,26 @@ def test_an_affiliation_the_marks_do_not_settle_is_read_by_the_model(corpus_sett
         assert result.route == "focused" and "template had no answer" in result.route_features["reason"]
 
 
+def test_a_template_answer_without_the_formats_shape_is_not_the_answer(corpus_settings, ids):
+    # the venue template answers "EACL 2023"; the format asks for two elements (the pages too): the
+    # template answered part of the question, so the paper is read instead and the model's answer returned
+    question = "Where was the LongEval paper published (venue and year), and which proceedings pages does it span?"
+    fmt = ("Your answer should be a Python list of two elements: the venue and year as one string such as "
+           "'ACL 2020', and [first page, last page].")
+    llm = ScriptedLLM([{"answer": ["EACL 2023", [1650, 1669]], "evidence": [1]}] * 2)
+    result = ask(question, settings=corpus_settings, llm=llm, method="auto", answer_format=fmt,
+                 paper_ids=[ids["LongEval"]])
+    assert result.route == "focused" and "in the format's shape" in result.route_features["reason"]
+    assert [s.action for s in result.trajectory][:2] == ["RetrieveFromDatabase", "RetrieveFromDatabase"]
+    assert "does not answer the whole question" in result.trajectory[1].thought
+    assert result.answer == ["EACL 2023", [1650, 1669]] and result.verification["basis"] == "read"
+    # the same template with a format it fits still answers without the model
+    alone = ask("Where was the LongEval paper published (venue and year)?", settings=corpus_settings, llm=NoLLM(),
+                method="auto", paper_ids=[ids["LongEval"]],
+                answer_format="Your answer should be a string such as 'ACL 2020'.")
+    assert alone.route == "symbolic" and alone.answer == "EACL 2023" and alone.verification["basis"] == "computed"
+
+
 def test_equal_contribution_and_shared_authors_have_no_template(corpus_settings, ids):
     """No template answers these (their wording rules only ever fired on the dev items they were written
     for, issue M): the focused route reads them like any question about the paper."""

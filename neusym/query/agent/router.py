@@ -15,7 +15,8 @@ The routes (:mod:`neusym.query.agent.auto` holds how focused reading and paper s
 
 ============== ===================================================================================
 ``symbolic``   a quoted title that names no paper of the corpus; metadata and aggregate questions
-               compiled to SQL templates (:mod:`neusym.query.agent.symbolic`); no LLM
+               compiled to SQL templates (:mod:`neusym.query.agent.symbolic`); no LLM; a template
+               answer without the shape the answer format asks for falls back to ``focused``
 ``paper_search`` "which paper / find the work that ...": the paper index; no LLM
 ``focused``    the text, tables, figures, formulas of one or several given or named papers; one LLM
                call on their best excerpts (+ a table choice, + a repair)
@@ -32,6 +33,7 @@ from typing import Any, Callable, Protocol
 
 from neusym.llm.chat import make_llm
 from neusym.query.agent.actions import Environment
+from neusym.query.agent.answer_format import conform
 from neusym.query.agent.auto import (
     answer_focused,
     answer_paper_search,
@@ -209,13 +211,20 @@ class SymbolicRoute:
             return None
         run.add_step(Step(thought=sym.explanation, action="RetrieveFromDatabase",
                           arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
+        shaped = conform(sym.answer, facts.answer_format)
+        if shaped.ok is False:  # the template answered part of the question, or another one: read the paper(s)
+            run.add_step(Step(thought=f"the template's answer {render_answer(sym.answer)} {shaped.detail}: "
+                                      "it does not answer the whole question", action="RetrieveFromDatabase",
+                              arguments={}, observation="", fixed=True))
+            return None
         result.answer = sym.answer
         result.verification = verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
         result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
         return result
 
     def fallback(self, facts: Facts) -> str:
-        return "focused" if facts.papers else "agent"  # the template had no answer: read the paper(s)
+        # the template had no answer, or one without the shape the answer format asks for: read the paper(s)
+        return "focused" if facts.papers else "agent"
 
 
 class FocusedRoute:
@@ -339,7 +348,7 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
                 return answered
             route = route_by_name(route.fallback(facts))
             result.route = route.name
-            result.route_features["reason"] += f"; template had no answer, {route.name} instead"
+            result.route_features["reason"] += f"; template had no answer in the format's shape, {route.name} instead"
     finally:
         result.seconds = time.monotonic() - started
         if own_env:
