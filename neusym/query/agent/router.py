@@ -209,13 +209,14 @@ class SymbolicRoute:
             sym = answer_intent(intent, decision.papers[0], env, facts.answer_format)
         if sym is None:
             return None
-        run.add_step(Step(thought=sym.explanation, action="RetrieveFromDatabase",
-                          arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
         shaped = conform(sym.answer, facts.answer_format)
+        thought = sym.explanation
         if shaped.ok is False:  # the template answered part of the question, or another one: read the paper(s)
-            run.add_step(Step(thought=f"the template's answer {render_answer(sym.answer)} {shaped.detail}: "
-                                      "it does not answer the whole question", action="RetrieveFromDatabase",
-                              arguments={}, observation="", fixed=True))
+            thought += (f" — the template's answer {render_answer(sym.answer)} {shaped.detail}: it does not answer "
+                        "the whole question")
+        run.add_step(Step(thought=thought, action="RetrieveFromDatabase",
+                          arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
+        if shaped.ok is False:
             return None
         result.answer = sym.answer
         result.verification = verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
