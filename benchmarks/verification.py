@@ -66,6 +66,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "verification.json")
     ap.add_argument("--note", default="")
     args = ap.parse_args()
+    for name, pred, score in args.run:
+        for path in (pred, score):
+            if not Path(path).is_file():
+                ap.error(f"run {name}: {path} is not a file")
     out = json.loads(args.out.read_text()) if args.out.exists() else {}
     out.update({"benchmark": "verification", "command": "python benchmarks/verification.py --run NAME PRED SCORE ..."})
     if args.note:
