@@ -1,7 +1,7 @@
 """Every rule that reads the wording of a question (or of its answer format), in one place.
 
 Each rule is a :class:`Cue`: a regular expression with a ``name``, a ``family`` (what it decides:
-``routing``, ``search_scope``, ``computation``, ``intent_count``,
+``routing``, ``comparison``, ``modality``, ``search_scope``, ``computation``, ``intent_count``,
 ``intent_authors``, ``intent_publication``, ``intent_guard``, ``intent_affiliation``, ``missing_title``,
 ``answer_format``), what it ``reads`` (``question`` or ``answer_format``), its ``rationale`` and
 examples it must match and must not match (``tests/test_cues.py`` checks every one). The modules
@@ -156,7 +156,7 @@ TITLE_FORMAT = cue(
     counterexamples=['Your answer should be a single integer.'])
 
 COMPARE = cue(
-    "compare", "routing", "question",
+    "compare", "comparison", "question",
     r"\b(compare|compared|comparison|both|versus|vs\.?|each of|between the two|two papers|"
                       r"differ(?:ence|ent|s)? between|common|shared by|in common)\b",
     re.I,
@@ -165,7 +165,7 @@ COMPARE = cue(
     counterexamples=['What loss does SPECTER optimize?'])
 
 MODALITY_TABLE = cue(
-    "modality_table", "routing", "question",
+    "modality_table", "modality", "question",
     r"\btables?\b",
     re.I,
     rationale='The question is about a table: focused reading weighs table cells fully (other modalities at a lower weight).',
@@ -173,7 +173,7 @@ MODALITY_TABLE = cue(
     counterexamples=['What does the model use as negatives?'])
 
 MODALITY_FIGURE = cue(
-    "modality_figure", "routing", "question",
+    "modality_figure", "modality", "question",
     r"\b(figures?|fig\.|plots?|images?|charts?)\b",
     re.I,
     rationale='The question is about a figure, plot or chart: figure captions and OCR text get the full weight.',
@@ -181,7 +181,7 @@ MODALITY_FIGURE = cue(
     counterexamples=['Which dataset is used?'])
 
 MODALITY_FORMULA = cue(
-    "modality_formula", "routing", "question",
+    "modality_formula", "modality", "question",
     r"\b(equations?|formulas?|formulae|eq\.)\b",
     re.I,
     rationale='The question is about an equation or formula: equation cells get the full weight.',
