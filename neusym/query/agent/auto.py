@@ -3,7 +3,7 @@ focused reading (evidence, the answer call, table operations), verification and 
 routes themselves, as objects in one registry, and the router are :mod:`neusym.query.agent.router`.
 
 SymRAG's adaptive routing: cheap features of the question (:func:`features`: length, named
-entities, cue words such as *how many*, *which paper*, *table*, *figure*, *compare*, *both*), the
+entities, cue words such as *how many*, *which paper*, *table*, *figure*), the
 papers it is about and, only when those leave it open, one constrained LLM call, choose a path:
 
 - ``symbolic`` — metadata and aggregate questions compiled to SQL templates over the section tree
@@ -44,7 +44,6 @@ from neusym.query.agent.symbolic import parse_intent, render_answer
 from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
 from neusym.query.agent.cues import (
     ASSIGNMENT as _ASSIGNMENT,
-    COMPARE as _COMPARE,
     ELEMENT_NUMBER_BEFORE as _ELEMENT_NUMBER,
     ENTITY as _ENTITY,
     MODALITY_FIGURE,
@@ -81,7 +80,6 @@ def features(question: str, paper_ids: list[str] | None, answer_format: str | No
         "papers_given": len(paper_ids or []),
         "paper_search_cue": bool(_PAPER_CUE.search(q)),
         "title_format": bool(_TITLE_FORMAT.search(answer_format or "")),
-        "compare_cue": bool(_COMPARE.search(q)),
         "modality": [m for m, rx in _MODALITY.items() if rx.search(q)],
         "symbolic_intent": intent.kind if intent else None,
     }

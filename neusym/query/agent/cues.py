@@ -1,7 +1,7 @@
 """Every rule that reads the wording of a question (or of its answer format), in one place.
 
 Each rule is a :class:`Cue`: a regular expression with a ``name``, a ``family`` (what it decides:
-``routing``, ``comparison``, ``modality``, ``search_scope``, ``computation``, ``intent_count``,
+``routing``, ``modality``, ``search_scope``, ``computation``, ``intent_count``,
 ``intent_authors``, ``intent_publication``, ``intent_guard``, ``intent_affiliation``, ``missing_title``,
 ``answer_format``), what it ``reads`` (``question`` or ``answer_format``), its ``rationale`` and
 examples it must match and must not match (``tests/test_cues.py`` checks every one). The modules
@@ -154,15 +154,6 @@ TITLE_FORMAT = cue(
     rationale='The answer format asks for a title: with an AirQA conference scope the question is a paper search.',
     examples=['Your answer should be the title of the paper.'],
     counterexamples=['Your answer should be a single integer.'])
-
-COMPARE = cue(
-    "compare", "comparison", "question",
-    r"\b(compare|compared|comparison|both|versus|vs\.?|each of|between the two|two papers|"
-                      r"differ(?:ence|ent|s)? between|common|shared by|in common)\b",
-    re.I,
-    rationale='The question compares ("compare", "both", "versus", "in common"): not one template\'s single fact; with no paper named it is the agent\'s.',
-    examples=['Compare the datasets of the two papers.', 'Which authors appear on both papers?'],
-    counterexamples=['What loss does SPECTER optimize?'])
 
 MODALITY_TABLE = cue(
     "modality_table", "modality", "question",
@@ -460,7 +451,6 @@ FORMAT_HEAD = cue(
 __all__ = ["CUES", "Cue", "ELEMENT_WORDS", "VENUES", "cue", "families", "families_off",
            "PAPER_SEARCH",
            "TITLE_FORMAT",
-           "COMPARE",
            "MODALITY_TABLE",
            "MODALITY_FIGURE",
            "MODALITY_FORMULA",

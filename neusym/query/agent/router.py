@@ -197,7 +197,7 @@ class SymbolicRoute:
             return None
         if intent.kind == "publication" and n >= 2:
             return "venue / year of each paper"
-        if n == 1 and not facts.features["compare_cue"]:
+        if n == 1:
             return f"metadata/aggregate intent '{intent.kind}' about one paper"
         return None
 
@@ -235,7 +235,7 @@ class FocusedRoute:
 
     def decide(self, facts: Facts) -> str | None:
         if len(facts.papers) == 1:
-            return "a comparison within one paper" if facts.features["compare_cue"] else "about one paper's content"
+            return "about one paper's content"
         if len(facts.papers) >= 2:
             return "about several papers: the best excerpts of each"
         return None
@@ -254,7 +254,7 @@ class AgentRoute:
     name = "agent"
 
     def decide(self, facts: Facts) -> str | None:
-        return "a comparison, no paper given or named" if facts.features["compare_cue"] else None
+        return None  # the LLM tie-break of route_question or another route's fallback chooses it
 
     def answer(self, facts: Facts, decision: RouteDecision, run: Run) -> AgentResult:
         result = run.result
