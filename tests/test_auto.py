@@ -263,38 +263,6 @@ def test_equal_contribution_and_shared_authors_have_no_template(corpus_settings,
     assert parse_intent("What do the authors of both papers use TagMe for?") is None
 
 
-def test_the_reader_sees_each_papers_record_authors_in_order_and_pages(corpus_settings, ids):
-    """The record (title, authors numbered in order with their count, PDF pages) is one more evidence
-    line, so "how many authors and who is last" is answered from it; an answer naming its last author
-    passes the verifier because the record holds the name."""
-    q = "How many authors does the SPECTER paper have, and who is its last author?"
-    fmt = "Your answer should be a Python list of two elements: [number of authors, full name of the last author]."
-    llm = ScriptedLLM([{"answer": [5, "Daniel S. Weld"], "evidence": [5]}] * 2)
-    result = ask(q, settings=corpus_settings, llm=llm, method="auto", answer_format=fmt, paper_ids=[ids["SPECTER"]])
-    assert result.route == "focused"
-    evidence = llm.requests[0]["messages"][1]["content"].split("[Evidence]:\n", 1)[1]
-    record = [line for line in evidence.splitlines() if "(paper record)" in line]
-    assert len(record) == 1 and record[0].startswith("[5] (paper record) Title: SPECTER:")
-    names = re.findall(r"\(\d+\) ([^,.]+(?:\. [^,.]+)?)(?:,|\.)", record[0].split("Authors in order", 1)[1])
-    # the names as page 1 of the PDF prints them, in that order; the count and the page count from the PDF
-    page1 = " ".join(pdf_text(SPECTER_PDF, 1).split())
-    assert names[-1] == "Daniel S. Weld" and len(names) >= 4
-    assert [page1.find(n) for n in names] == sorted(page1.find(n) for n in names) and -1 not in [page1.find(n) for n in names]
-    assert f"Authors in order ({len(names)}):" in record[0]
-    with pymupdf.open(str(SPECTER_PDF)) as doc:
-        assert f"Pages in the PDF: {doc.page_count}." in record[0]
-    assert result.answer == [5, "Daniel S. Weld"] and result.verification["status"] == "pass"
-    assert any(c["table_name"] == "metadata" and "Daniel S. Weld" in c["quote"] for c in result.citations)
-    # two papers: one record each, named by its paper, after the excerpts
-    two = ScriptedLLM([{"answer": ["Arman Cohan"], "evidence": [7, 8]}] * 2)
-    ask("Which authors of the LongEval paper are also authors of SPECTER?", settings=corpus_settings, llm=two,
-        method="auto", answer_format="Your answer should be a Python list of full author names.",
-        paper_ids=[ids["LongEval"], ids["SPECTER"]])
-    lines = two.requests[0]["messages"][1]["content"].split("[Evidence]:\n", 1)[1].splitlines()
-    assert [line.split(")", 1)[0] for line in lines if "paper record" in line] == [
-        "[7] (LongEval, paper record", "[8] (SPECTER, paper record"]
-
-
 def test_paper_search_route_needs_no_llm(corpus_settings):
     result = ask("Is there any paper that investigates when language models should not be trusted and "
                              "retrieval helps for long-tail entities?", settings=corpus_settings, llm=NoLLM(),

@@ -392,9 +392,7 @@ def _evidence_block(cells: list[dict], env: Any, question: str = "",
         where = f"page {c.get('page_number')}"
         if names.get(str(c.get("paper_id"))):
             where = f"{names[str(c['paper_id'])]}, {where}"
-        if c["table_name"] == "metadata":
-            where = "paper record" if not names.get(str(c.get("paper_id"))) else f"{names[str(c['paper_id'])]}, paper record"
-        elif c["table_name"] == "chunks" and sections.get(c["primary_key"]):
+        if c["table_name"] == "chunks" and sections.get(c["primary_key"]):
             where += f", section '{sections[c['primary_key']]}'"
         elif c["table_name"] in ("tables", "images") and c.get("context"):
             where += ", table" if c["table_name"] == "tables" else ", figure"
@@ -403,8 +401,6 @@ def _evidence_block(cells: list[dict], env: Any, question: str = "",
         if c.get("context"):  # a table or figure: keep its rows on their lines
             text = "\n".join(" ".join(line.split()) for line in c["context"].splitlines() if line.strip())
             limit = ELEMENT_EVIDENCE_CHARS
-        elif c["table_name"] == "metadata":  # a paper record: whole, not cut around the question's words
-            text, limit = c.get("text") or "", ELEMENT_EVIDENCE_CHARS
         else:
             text, limit = focus_text(c.get("text") or "", question, EVIDENCE_CHARS), EVIDENCE_CHARS + 8
         if len(text) > limit:
@@ -612,57 +608,17 @@ def _label_terms(text: str) -> set[str]:
 NAMED_TABLE_WORDS = 2
 
 
-#: The focused reader also sees each paper's record from the database (:func:`paper_records`).
-PAPER_RECORD = True
-
-
-def paper_records(papers: list[tuple[str, str]], env: Any) -> list[dict]:
-    """One evidence cell per paper (the first :data:`MAX_FOCUSED_PAPERS`, in the order given): its
-    ``metadata`` row as a line of text — title, the authors in order, numbered, with their count, the
-    number of PDF pages, and the venue and year when the record has them (a PDF ingested on its own
-    has none). Those facts are stated in no single excerpt (an author list is split by affiliation
-    marks, the page count is nowhere), and the reader needs them for "how many authors and who is
-    last", "which authors of both papers". Cells are shaped like vector hits (``table_name``
-    ``metadata``, ``column_name`` ``authors``, ``primary_key`` = ``paper_id``, ``paper_id``, ``text``);
-    a paper without a row gives none. Raises duckdb.Error as :meth:`Environment.query` does."""
-    ids = [pid for pid, _ in papers[:MAX_FOCUSED_PAPERS]]
-    if not ids:
-        return []
-    rows = env.query("SELECT paper_id::VARCHAR, title, authors, num_pages, conference_abbreviation, pub_year "
-                     f"FROM metadata WHERE paper_id::VARCHAR IN ({', '.join('?' for _ in ids)})", ids)
-    found = {row[0]: row[1:] for row in rows}
-    out = []
-    for pid in ids:
-        if pid not in found:
-            continue
-        title, authors, pages, venue, year = found[pid]
-        parts = [f"Title: {' '.join((title or '').split())}."]
-        if authors:
-            parts.append(f"Authors in order ({len(authors)}): "
-                         + ", ".join(f"({i}) {name}" for i, name in enumerate(authors, start=1)) + ".")
-        if pages:
-            parts.append(f"Pages in the PDF: {pages}.")
-        if venue or year:
-            parts.append(f"Published: {' '.join(str(x) for x in (venue, year) if x)}.")
-        out.append({"table_name": "metadata", "column_name": "authors", "primary_key": pid, "paper_id": pid,
-                    "page_number": None, "text": " ".join(parts)})
-    return out
-
-
 def focused_context(question: str, papers: list[tuple[str, str]], route_features: dict, env: Any,
                     trace: list | None = None) -> tuple[list[dict], str]:
     """What the focused route's reader sees: (the evidence cells, the evidence text of its prompt).
 
     The cells are :func:`focused_evidence`, with a table slot when the question names a stored
     table's rows and columns (:func:`tables_the_question_names`), each table and figure with its
-    context (:func:`element_contexts`), then each paper's record (:func:`paper_records`, when
-    :data:`PAPER_RECORD`). ``trace``: a list that receives one ``{"view", "collection", "hits"}``
+    context (:func:`element_contexts`). ``trace``: a list that receives one ``{"view", "collection", "hits"}``
     per retrieval list (``benchmarks/evidence_recall.py`` measures each stage with it)."""
     cells = focused_evidence(question, papers, env, modality=route_features.get("modality", []),
                              ensure_table=bool(tables_the_question_names(question, papers, env)), trace=trace)
     element_contexts(cells, env)
-    if PAPER_RECORD:
-        cells += paper_records(papers, env)
     return cells, "\n".join(_evidence_block(cells, env, question, papers))
 
 

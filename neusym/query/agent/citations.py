@@ -4,8 +4,7 @@ A :class:`Citation` names the paper (``paper_id``, ``title``), where the evidenc
 (``page_number``, ``bounding_box`` ``[x0, y0, width, height]`` in PDF points from the top-left, when
 the element has one: tables, figures, equations), the cell (``table_name``, ``column_name``,
 ``primary_key``) and a ``quote``: the sentence of the cell's text that best supports the answer,
-copied verbatim from the cell (for a paper's record, ``metadata``, from the record line the reader
-was shown: :func:`neusym.query.agent.auto.paper_records`).
+copied verbatim from the cell.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from typing import Any
 from neusym.encode import PRIMARY_KEYS
 
 _BOX_TABLES = {"tables", "images", "equations"}
-_SENTENCE = re.compile(r"(?<=[.!?])(?<!\b[A-Z]\.)\s+")  # not after an initial ("Daniel S. Weld")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
 @dataclass
