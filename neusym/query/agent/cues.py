@@ -312,11 +312,12 @@ YEAR = cue(
 
 VENUE_YEAR_PAIR = cue(
     "venue_year_pair", "intent_publication", "question",
+    r"^(?=.*\b(?:which|what|when|where|give|state|name)\b).*?"
     r"\b(year|venue|conference)\s+(?:and|&)\s+(?:the\s+)?(year|venue|conference)\b",
-    re.I,
-    rationale='"year and venue": both fields, in the order asked.',
-    examples=['In which year and venue was it published?'],
-    counterexamples=['In which venue was it published?'])
+    re.I | re.S,
+    rationale='"year and venue" in a question that asks for them (which / what / give ...): both fields, in the order asked.',
+    examples=['In which year and venue was it published?', 'Give the venue and year of SPECTER.'],
+    counterexamples=['In which venue was it published?', 'The venue and year are printed in the header.'])
 
 
 

@@ -49,8 +49,7 @@ class Intent:
     """A recognised symbolic question: ``kind`` (count, authors, author, authors_count, publication,
     affiliated, missing_paper) and its parameters (``element``, ``section``, ``position``, ``org`` — the
     organisation an ``affiliated`` question names —, ``missing`` — the quoted title a ``missing_paper``
-    question names, ``fields`` — of a ``publication`` question, among venue, year, venue_year —,
-    ``same`` — the question says several papers share the venue); ``elements`` when one
+    question names, ``fields`` — of a ``publication`` question, among venue, year, venue_year); ``elements`` when one
     question counts several kinds ("how many figures and how many tables"), in the order asked."""
 
     kind: str
@@ -62,7 +61,6 @@ class Intent:
     fields: list[str] = field(default_factory=list)
     org: str | None = None
     missing: str | None = None
-    same: bool = False
 
 
 @dataclass
@@ -81,8 +79,7 @@ def parse_intent(question: str) -> Intent | None:
     or also asks for something no template answers (see ``_UNCOVERED``)."""
     q = " ".join(question.split())
     affiliated = _AFFILIATED.search(q)
-    if affiliated and _AUTHORS_WORD.search(q) and not re.search(r"\band\s+(?:what|which|how|who|where|when)\b",
-                                                                affiliated.group("org"), re.I):
+    if affiliated and _AUTHORS_WORD.search(q) and not _AND_ASKS.search(affiliated.group("org")):
         return Intent("affiliated", org=affiliated.group("org").strip().rstrip(".").strip())
     if _UNCOVERED.search(q):
         return None
@@ -115,7 +112,7 @@ def parse_intent(question: str) -> Intent | None:
     if _AUTHORS.search(q):
         return Intent("authors")
     pair = _PAIR.search(q)
-    if pair and re.search(r"\b(which|what|when|where|give|state|name)\b", q, re.I):
+    if pair:
         fields = ["year" if w.lower() == "year" else "venue" for w in pair.groups()]
         if len(set(fields)) == 2:
             return Intent("publication", fields=fields)
@@ -123,7 +120,7 @@ def parse_intent(question: str) -> Intent | None:
     if venue or year:
         found = [("venue", venue, _pos(_VENUE, q)), ("year", year, _pos(_YEAR, q))]
         fields = [f for f, on, at in sorted(found, key=lambda x: x[2]) if on]
-        return Intent("publication", fields=fields, same=bool(re.search(r"\bsame\b", q, re.I)))
+        return Intent("publication", fields=fields)
     return None
 
 
@@ -375,9 +372,8 @@ def _venue_year_fields(fields: list[str], answer_format: str | None) -> list[str
 
 def answer_publication_many(intent: Intent, papers: list[tuple[str, str]], env: Any,
                             answer_format: str | None = None) -> SymbolicAnswer | None:
-    """Venue / year of two or more papers. When the question says they share it ("the same") and every
-    paper has the same value of a field, it is given once, first; the other fields follow paper by
-    paper in the order the papers were named. None when a value is unknown for one paper."""
+    """Venue / year of two or more papers: one value (or one list of the fields asked) per paper, in
+    the order the papers were named. None when a value is unknown for one paper."""
     fields = _venue_year_fields(intent.fields, answer_format)
     per_paper = []
     cells: list[dict] = []
@@ -389,16 +385,7 @@ def answer_publication_many(intent: Intent, papers: list[tuple[str, str]], env: 
         per_paper.append(got[0])
         cells += got[1]
         sqls += got[2]
-    shared = [f for f in fields if intent.same and f in ("venue", "year", "venue_year")
-              and len({repr(v[f]) for v in per_paper}) == 1]
-    if shared:
-        answer: list = [per_paper[0][f] for f in shared]
-        for values in per_paper:
-            rest = [values[f] for f in fields if f not in shared]
-            if rest:
-                answer.append(rest[0] if len(rest) == 1 else rest)
-    else:
-        answer = [[v[f] for f in fields] if len(fields) > 1 else v[fields[0]] for v in per_paper]
+    answer = [[v[f] for f in fields] if len(fields) > 1 else v[fields[0]] for v in per_paper]
     explanation = " ".join(_describe(t, v, fields) for (_, t), v in zip(papers, per_paper))
     return SymbolicAnswer(answer, explanation, sqls, cells)
 
