@@ -28,7 +28,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 NEUSYM = str(Path(sys.executable).parent / "neusym")
-SMALL = ["search_scope", "intent_count", "intent_authors", "intent_publication", "missing_title", "intent_affiliation"]
+SMALL = ["search_scope", "intent_count", "intent_authors", "missing_title", "intent_affiliation"]
 GATES = {"intent_affiliation": ["affiliated"]}
 """Cues that decide whether a family acts at all (``authors_word`` only matters with ``affiliated``)."""
 

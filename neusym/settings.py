@@ -124,7 +124,7 @@ class Settings(BaseSettings):
     cues_off: list[str] = Field(
         default_factory=list,
         description='Families of question-wording rules to turn off (JSON list in NEUSYM_CUES_OFF, e.g. '
-        '["computation", "intent_publication"]; the families are listed in neusym/query/agent/cues.py and '
+        '["computation", "intent_count"]; the families are listed in neusym/query/agent/cues.py and '
         'benchmarks/results/cue_hits.json). An unknown family is refused.')
     table_answer: Literal["sql"] = Field(
         "sql", description="How the focused route answers from a retrieved table: sql = the model writes one query "

@@ -2,7 +2,7 @@
 
 Each rule is a :class:`Cue`: a regular expression with a ``name``, a ``family`` (what it decides:
 ``routing``, ``modality``, ``search_scope``, ``computation``, ``intent_count``,
-``intent_authors``, ``intent_publication``, ``intent_guard``, ``intent_affiliation``, ``missing_title``,
+``intent_authors``, ``intent_guard``, ``intent_affiliation``, ``missing_title``,
 ``answer_format``), what it ``reads`` (``question`` or ``answer_format``), its ``rationale`` and
 examples it must match and must not match (``tests/test_cues.py`` checks every one). The modules
 that use a cue import it from here; nothing else in the agent reads question wording with a regular
@@ -292,45 +292,6 @@ AUTHORS = cue(
     examples=['Who wrote the SPECTER paper?', 'List all the authors of LongEval.'],
     counterexamples=['What do the authors propose?'])
 
-VENUE = cue(
-    "venue", "intent_publication", "question",
-    r"\b(?:which|what|at what|in what|in which)\s+(?:conference|venue|proceedings(?!\s+pages?\b)|workshop)\b|"
-                    r"\bwhere\s+was\b.*\bpublished\b",
-    re.I,
-    rationale='"At which conference / venue was it published": the venue from metadata.',
-    examples=['At which conference was LongEval published?'],
-    counterexamples=['Which dataset is used?'])
-
-YEAR = cue(
-    "year", "intent_publication", "question",
-    r"\b(?:which|what|in what|in which)\s+year\b|\bwhen\s+was\b.*\bpublished\b|"
-                   r"\bpublication\s+year\b|\byear\s+of\s+publication\b",
-    re.I,
-    rationale='"In which year was it published": the year from metadata.',
-    examples=['In which year was SPECTER published?'],
-    counterexamples=['Which dataset is used?'])
-
-VENUE_YEAR_PAIR = cue(
-    "venue_year_pair", "intent_publication", "question",
-    r"^(?=.*\b(?:which|what|when|where|give|state|name)\b).*?"
-    r"\b(year|venue|conference)\s+(?:and|&)\s+(?:the\s+)?(year|venue|conference)\b",
-    re.I | re.S,
-    rationale='"year and venue" in a question that asks for them (which / what / give ...): both fields, in the order asked.',
-    examples=['In which year and venue was it published?', 'Give the venue and year of SPECTER.'],
-    counterexamples=['In which venue was it published?', 'The venue and year are printed in the header.'])
-
-
-
-
-FORMAT_VENUE_YEAR = cue(
-    "format_venue_year", "intent_publication", "answer_format",
-    r"""\bsuch\s+as\s+['"][A-Za-z*-]+\s?(?:19|20)\d\d['"]""",
-    0,
-    rationale='The answer format\'s example is a venue with its year ("such as \'ACL 2020\'"): answer "EACL 2023", not "EACL".',
-    examples=["Your answer should be a string, such as 'ACL 2020'."],
-    counterexamples=['Your answer should be a string.'])
-
-
 UNCOVERED = cue(
     "uncovered", "intent_guard", "question",
     r"\baffiliat\w*|\be-?mails?\b|\bcontribut\w*\s+equally\b|\bequal\s+contribution\b|\bdoi\b|\bgrants?\b|"
@@ -468,10 +429,6 @@ __all__ = ["CUES", "Cue", "ELEMENT_WORDS", "VENUES", "cue", "families", "familie
            "IN_SECTION",
            "AUTHOR_POSITION",
            "AUTHORS",
-           "VENUE",
-           "YEAR",
-           "VENUE_YEAR_PAIR",
-           "FORMAT_VENUE_YEAR",
            "UNCOVERED",
            "AND_ASKS",
            "AFFILIATED",

@@ -46,7 +46,6 @@ from neusym.query.agent.results import AgentResult, Step
 from neusym.query.agent.symbolic import (
     Intent,
     answer_intent,
-    answer_publication_many,
     paper_catalog,
     parse_intent,
     render_answer,
@@ -195,18 +194,13 @@ class SymbolicRoute:
         intent, n = facts.intent, len(facts.papers)
         if intent is None:
             return None
-        if intent.kind == "publication" and n >= 2:
-            return "venue / year of each paper"
         if n == 1:
             return f"metadata/aggregate intent '{intent.kind}' about one paper"
         return None
 
     def answer(self, facts: Facts, decision: RouteDecision, run: Run) -> AgentResult | None:
         intent, env, result = decision.intent, run.env, run.result
-        if len(decision.papers) >= 2:
-            sym = answer_publication_many(intent, decision.papers, env, facts.answer_format)
-        else:
-            sym = answer_intent(intent, decision.papers[0], env, facts.answer_format)
+        sym = answer_intent(intent, decision.papers[0], env, facts.answer_format)
         if sym is None:
             return None
         shaped = conform(sym.answer, facts.answer_format)

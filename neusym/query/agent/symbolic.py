@@ -1,8 +1,8 @@
 """Symbolic fast paths: metadata and aggregate questions answered by SQL templates, no LLM.
 
 BookRAG's global-aggregation idea over the section tree: "How many tables does the SPECTER paper
-have?", "How many figures are in the Experiments section?", "Who is the last author?", "In which
-year and venue was it published?", "How many pages?". :func:`parse_intent` recognises these
+have?", "How many figures are in the Experiments section?", "Who is the last author?", "How many
+pages?". :func:`parse_intent` recognises these
 questions (regular expressions over the question), :func:`resolve_papers` finds the paper they are
 about (given paper ids, or a title or short name — the part of a title before its colon — named in
 the question), and :func:`answer_intent` runs parameterised SQL on the corpus version and returns the
@@ -31,14 +31,10 @@ from neusym.query.agent.cues import (
     AUTHOR_POSITION as _AUTHOR_POS,
     COUNT as _COUNT,
     ELEMENT_WORDS,
-    FORMAT_VENUE_YEAR as _FORMAT_VENUE_YEAR,
     IN_SECTION as _IN_SECTION,
     NUMBER_OF as _NUMBER_OF,
     QUOTED_TITLE as _QUOTED_TITLE,
     UNCOVERED as _UNCOVERED,
-    VENUE as _VENUE,
-    VENUE_YEAR_PAIR as _PAIR,
-    YEAR as _YEAR,
 )
 
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last": -1}
@@ -46,11 +42,10 @@ _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "last
 
 @dataclass
 class Intent:
-    """A recognised symbolic question: ``kind`` (count, authors, author, authors_count, publication,
+    """A recognised symbolic question: ``kind`` (count, authors, author, authors_count,
     affiliated, missing_paper) and its parameters (``element``, ``section``, ``position``, ``org`` — the
     organisation an ``affiliated`` question names —, ``missing`` — the quoted title a ``missing_paper``
-    question names, ``fields`` — of a ``publication`` question, among venue, year, venue_year); ``elements`` when one
-    question counts several kinds ("how many figures and how many tables"), in the order asked."""
+    question names); ``elements`` when one question counts several kinds ("how many figures and how many tables"), in the order asked."""
 
     kind: str
     element: str | None = None
@@ -58,7 +53,6 @@ class Intent:
     section: str | None = None
     section_number: str | None = None
     position: int | None = None
-    fields: list[str] = field(default_factory=list)
     org: str | None = None
     missing: str | None = None
 
@@ -111,22 +105,7 @@ def parse_intent(question: str) -> Intent | None:
         return Intent("author", position=_ORDINALS[pos.group(1).lower()])
     if _AUTHORS.search(q):
         return Intent("authors")
-    pair = _PAIR.search(q)
-    if pair:
-        fields = ["year" if w.lower() == "year" else "venue" for w in pair.groups()]
-        if len(set(fields)) == 2:
-            return Intent("publication", fields=fields)
-    venue, year = bool(_VENUE.search(q)), bool(_YEAR.search(q))
-    if venue or year:
-        found = [("venue", venue, _pos(_VENUE, q)), ("year", year, _pos(_YEAR, q))]
-        fields = [f for f, on, at in sorted(found, key=lambda x: x[2]) if on]
-        return Intent("publication", fields=fields)
     return None
-
-
-def _pos(rx: re.Pattern, text: str) -> int:
-    m = rx.search(text)
-    return m.start() if m else 10**9
 
 
 # ---------------------------------------------------------------------------------- paper lookup
@@ -320,74 +299,9 @@ def answer_intent(intent: Intent, paper: tuple[str, str], env: Any, answer_forma
                 return SymbolicAnswer(a, f"The authors of {title} are {', '.join(authors)}.", [sql], [cell])
             return None
         return SymbolicAnswer(authors, f"The authors of {title} are {', '.join(authors)}.", [sql], [cell])
-    if intent.kind == "publication":
-        return _answer_publication(intent, paper, env, answer_format)
     if intent.kind == "affiliated":
         return _answer_author_marks(intent, paper, env, answer_format)
     return None
-
-
-def _publication_values(env: Any, paper_id: str, fields: list[str]) -> tuple[dict, list[dict], list[str]] | None:
-    """The values of ``fields`` (venue, year, venue_year) for one paper, the cells read and the SQL
-    that ran; None when one of them is unknown."""
-    sql = "SELECT conference_abbreviation, conference_full, pub_year, title FROM metadata WHERE paper_id = ?"
-    abbr, full, year, title = env.query(sql, [paper_id])[0]
-    values: dict[str, Any] = {"venue": abbr or full, "year": int(year) if year is not None else None,
-                              "venue_year": f"{abbr} {year}" if abbr and year else None}
-    cells = [{"table_name": "metadata", "column_name": "title", "primary_key": paper_id, "text": title}]
-    sqls = [sql]
-    if any(values[f] is None for f in fields):
-        return None
-    return values, cells, sqls
-
-
-def _describe(title: str, values: dict, fields: list[str]) -> str:
-    return f"{title} was published at {values['venue_year'] or values['venue']}."
-
-
-def _answer_publication(intent: Intent, paper: tuple[str, str], env: Any,
-                        answer_format: str | None) -> SymbolicAnswer | None:
-    """Venue and year of one paper, in the order the question asks for them; venue and year as one
-    string ("EACL 2023") when the answer format asks for that."""
-    pid, title = paper
-    fields = _venue_year_fields(intent.fields, answer_format)
-    got = _publication_values(env, pid, fields)
-    if got is None:
-        return None
-    values, cells, sqls = got
-    answer: Any = values[fields[0]] if len(fields) == 1 else [values[f] for f in fields]
-    return SymbolicAnswer(answer, _describe(title, values, fields), sqls, cells)
-
-
-def _as_venue_year(fields: list[str]) -> list[str]:
-    """Venue and year asked as one string ("EACL 2023"): ``venue`` becomes ``venue_year``, ``year`` goes."""
-    return ["venue_year" if f == "venue" else f for f in fields if f != "year"]
-
-
-def _venue_year_fields(fields: list[str], answer_format: str | None) -> list[str]:
-    if "venue" in fields and _FORMAT_VENUE_YEAR.search(answer_format or ""):
-        return _as_venue_year(fields)
-    return fields
-
-
-def answer_publication_many(intent: Intent, papers: list[tuple[str, str]], env: Any,
-                            answer_format: str | None = None) -> SymbolicAnswer | None:
-    """Venue / year of two or more papers: one value (or one list of the fields asked) per paper, in
-    the order the papers were named. None when a value is unknown for one paper."""
-    fields = _venue_year_fields(intent.fields, answer_format)
-    per_paper = []
-    cells: list[dict] = []
-    sqls: list[str] = []
-    for pid, _ in papers:
-        got = _publication_values(env, pid, fields)
-        if got is None:
-            return None
-        per_paper.append(got[0])
-        cells += got[1]
-        sqls += got[2]
-    answer = [[v[f] for f in fields] if len(fields) > 1 else v[fields[0]] for v in per_paper]
-    explanation = " ".join(_describe(t, v, fields) for (_, t), v in zip(papers, per_paper))
-    return SymbolicAnswer(answer, explanation, sqls, cells)
 
 
 def _answer_author_marks(intent: Intent, paper: tuple[str, str], env: Any,
@@ -431,5 +345,5 @@ def render_answer(value: Any) -> str:
     return str(value)
 
 
-__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "answer_publication_many", "paper_catalog", "parse_intent",
+__all__ = ["Intent", "SymbolicAnswer", "answer_intent", "paper_catalog", "parse_intent",
            "render_answer", "resolve_papers", "unknown_titles"]
