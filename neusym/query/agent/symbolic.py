@@ -2,8 +2,8 @@
 
 BookRAG's global-aggregation idea over the section tree: "How many tables does the SPECTER paper
 have?", "How many figures are in the Experiments section?", "Who is the last author?", "How many
-pages?". :func:`parse_intent` recognises these
-questions (regular expressions over the question), :func:`resolve_papers` finds the paper they are
+pages?". :func:`parse_intent` recognises these questions (with the cues of
+:mod:`neusym.query.agent.cues`), :func:`resolve_papers` finds the paper they are
 about (given paper ids, or a title or short name — the part of a title before its colon — named in
 the question), and :func:`answer_intent` runs parameterised SQL on the corpus version and returns the
 typed answer, the SQL it ran and the cells it read (for citations).
