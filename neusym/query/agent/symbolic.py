@@ -45,7 +45,8 @@ class Intent:
     """A recognised symbolic question: ``kind`` (count, authors, author, authors_count,
     affiliated, missing_paper) and its parameters (``element``, ``section``, ``position``, ``org`` — the
     organisation an ``affiliated`` question names —, ``missing`` — the quoted title a ``missing_paper``
-    question names); ``elements`` when one question counts several kinds ("how many figures and how many tables"), in the order asked."""
+    question names); ``elements`` when one question counts several kinds ("how many figures and how
+    many tables"), in the order asked."""
 
     kind: str
     element: str | None = None
