@@ -80,6 +80,7 @@ PARTS: dict[str, list[tuple[str, str, object]]] = {
     "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
     "k6": [("neusym.query.agent.auto", "EVIDENCE_ITEMS", 6)],
     "cells": [("neusym.query.agent.tablesql", "RELATION_FORM", "cells")],
+    "sketch": [("neusym.query.agent.tablesql", "RELATION_FORM", "sketch")],
     "anytable": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "any")],
     "anysoft": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "anysoft")],
 }
