@@ -50,6 +50,10 @@ rows evidence for the answer call rather than the answer (``results/table_query_
 set 11 -> 18 of 37 and 7 -> 11 of 22, test 1 -> 0 of 6 for both, blind 13 -> 10 and 13 -> 13 of 51). Not adopted: linking a name the SQL
 compares with ``column_name`` to ``row_name`` when it is a row's name (and the reverse) — tuning set
 12 -> 12 of 37, dev table items 3 -> 2 of 17 (``results/reader_tables.json``, ``swap_run``).
+Not adopted: ``sketch`` — the query written as a JSON sketch whose every name is an enum of the
+table's own names (select with aggregates, where, order, limit), compiled to SQL: every query ran,
+but the tuning set's table-query items went 4 -> 1 of 10 (the model kept one named row whatever the
+question asked; 862d5cc, ``results/table_sketch.json``).
 """
 
 from __future__ import annotations
@@ -80,7 +84,6 @@ PARTS: dict[str, list[tuple[str, str, object]]] = {
     "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
     "k6": [("neusym.query.agent.auto", "EVIDENCE_ITEMS", 6)],
     "cells": [("neusym.query.agent.tablesql", "RELATION_FORM", "cells")],
-    "sketch": [("neusym.query.agent.tablesql", "RELATION_FORM", "sketch")],
     "anytable": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "any")],
     "anysoft": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "anysoft")],
 }

@@ -337,130 +337,6 @@ def link_wide_names(sql: str, rel: TableRelation) -> str:
     return tree.sql(dialect="duckdb") if changed else sql
 
 
-#: Aggregates a sketch may apply to a selected column (``none``: the column's values as they are).
-SKETCH_AGGREGATES = ("none", "max", "min", "avg", "sum", "count")
-_SKETCH_COMPARISONS = ("<", "<=", ">", ">=", "=", "<>")
-
-
-def sketch_schema(rel: TableRelation) -> dict:
-    """The JSON schema of a query sketch over ``rel`` in wide form (:data:`RELATION_FORM` ``"sketch"``):
-    ``select`` (1-3 of {``aggregate``: one of :data:`SKETCH_AGGREGATES`, ``column``: ``row_name`` or a
-    column of ``t``}), ``where`` (0-4 conditions: ``row_name`` ``=`` / ``<>`` one of the listed row
-    names, or a numeric column compared with a number), ``order_by`` (``none`` or a numeric column),
-    ``direction`` (``asc`` / ``desc``) and ``limit`` (0-10, 0 for every row). Every name is an enum of
-    this table's own names, so a reply the grammar admits is a query that runs: the SQL a small model
-    writes freely fails on unknown columns, misspelt rows and GROUP BY errors."""
-    columns = [c.name for c in rel.wide]
-    numeric = [c.name for c in rel.wide if c.numeric]
-    rows = list(dict.fromkeys(r for r in rel.rows if r))[:MAX_LISTED * 2] or ["-"]
-    conditions: list[dict] = [{
-        "type": "object",
-        "properties": {"column": {"enum": ["row_name"]}, "op": {"enum": ["=", "<>"]}, "value": {"enum": rows}},
-        "required": ["column", "op", "value"], "additionalProperties": False}]
-    if numeric:
-        conditions.append({
-            "type": "object",
-            "properties": {"column": {"enum": numeric}, "op": {"enum": list(_SKETCH_COMPARISONS)},
-                           "value": {"type": "number"}},
-            "required": ["column", "op", "value"], "additionalProperties": False})
-    return {
-        "type": "object",
-        "properties": {
-            "select": {"type": "array", "minItems": 1, "maxItems": 3, "items": {
-                "type": "object",
-                "properties": {"aggregate": {"enum": list(SKETCH_AGGREGATES)},
-                               "column": {"enum": ["row_name", *columns]}},
-                "required": ["aggregate", "column"], "additionalProperties": False}},
-            "where": {"type": "array", "maxItems": 4, "items": {"anyOf": conditions} if len(conditions) > 1
-                      else conditions[0]},
-            "order_by": {"enum": ["none", *numeric]},
-            "direction": {"enum": ["asc", "desc"]},
-            "limit": {"type": "integer", "minimum": 0, "maximum": 10},
-        },
-        "required": ["select", "where", "order_by", "direction", "limit"],
-        "additionalProperties": False,
-    }
-
-
-def sketch_prompt(question: str, answer_format: str | None, rel: TableRelation, note: str = "") -> str:
-    """The prompt that asks for a query sketch (:func:`sketch_schema`): the table as in
-    :func:`wide_prompt` (``CREATE TABLE t`` and its rows), the question, the answer format and what
-    each field of the sketch means."""
-    head = wide_prompt(question, answer_format, rel, note).split("-- Write one DuckDB query", 1)[0].rstrip()
-    numeric = [c.name for c in rel.wide if c.numeric]
-    h1 = numeric[0] if numeric else "..."
-    r1 = json.dumps(rel.rows[0] if rel.rows else "...", ensure_ascii=False)
-    return head + "\n" + "\n".join([
-        "-- Reply with JSON: the query over t whose result answers the question, as parts of SELECT ... FROM t "
-        "WHERE ... ORDER BY ... LIMIT ...",
-        "-- select: the columns to return (row_name says which row), each with an aggregate "
-        "(none, max, min, avg, sum, count) applied over the rows kept;",
-        "-- where: conditions that keep rows (a row_name = or <> a listed row name, or a column compared with a "
-        "number); several row_name = conditions keep any of those rows;",
-        "-- order_by / direction / limit: sort the rows kept by a column and keep the first ones (limit 0: all).",
-        f'-- e.g. the row with the highest {h1}: {{"select": [{{"aggregate": "none", "column": "row_name"}}, '
-        f'{{"aggregate": "none", "column": "{h1}"}}], "where": [], "order_by": "{h1}", "direction": "desc", "limit": 1}}',
-        f'-- e.g. the {h1} of one row: {{"select": [{{"aggregate": "none", "column": "{h1}"}}], "where": '
-        f'[{{"column": "row_name", "op": "=", "value": {r1}}}], "order_by": "none", "direction": "asc", "limit": 0}}',
-    ])
-
-
-def sketch_sql(sketch: Any, rel: TableRelation) -> str:
-    """The SQL over ``t`` (wide form) a sketch stands for (:func:`sketch_schema`). ``row_name`` is
-    selected first when no column is aggregated, so each value says which row it is; several
-    ``row_name =`` conditions are one ``IN``. Raises ValueError when ``sketch`` names a column or
-    aggregate ``rel`` does not have (a reply outside the schema)."""
-    columns = {c.name for c in rel.wide}
-    numeric = {c.name for c in rel.wide if c.numeric}
-    if not isinstance(sketch, dict) or not isinstance(sketch.get("select"), list) or not sketch["select"]:
-        raise ValueError("the sketch selects nothing")
-    picks: list[str] = []
-    aggregated = False
-    for item in sketch["select"]:
-        column, aggregate = (item or {}).get("column"), (item or {}).get("aggregate", "none")
-        if column not in columns and column != "row_name":
-            raise ValueError(f"unknown column {column!r}")
-        if aggregate not in SKETCH_AGGREGATES:
-            raise ValueError(f"unknown aggregate {aggregate!r}")
-        if aggregate != "none" and column not in numeric and aggregate != "count":
-            aggregate = "none" if aggregate != "count" else aggregate
-        if aggregate == "none":
-            picks.append(column)
-        else:
-            aggregated = True
-            picks.append(f"{aggregate}({column}) AS {aggregate}_{column}")
-    if aggregated:
-        picks = [p for p in picks if " AS " in p]
-    elif "row_name" not in picks:
-        picks.insert(0, "row_name")
-    named, kept = [], []
-    for cond in sketch.get("where") or []:
-        column, op, value = (cond or {}).get("column"), (cond or {}).get("op"), (cond or {}).get("value")
-        if op not in _SKETCH_COMPARISONS:
-            raise ValueError(f"unknown comparison {op!r}")
-        if column == "row_name":
-            if op == "=":
-                named.append(_sql_literal(str(value)))
-            else:
-                kept.append(f"row_name <> {_sql_literal(str(value))}")
-        elif column in numeric and isinstance(value, (int, float)) and not isinstance(value, bool):
-            kept.append(f"{column} {op} {value!r}")
-        else:
-            raise ValueError(f"cannot compare column {column!r} with {value!r}")
-    if named:
-        kept.insert(0, f"row_name IN ({', '.join(dict.fromkeys(named))})")
-    sql = f"SELECT {', '.join(dict.fromkeys(picks))} FROM t"
-    if kept:
-        sql += " WHERE " + " AND ".join(kept)
-    order = sketch.get("order_by", "none")
-    if order in numeric and not aggregated:
-        sql += f" ORDER BY {order} {'DESC' if sketch.get('direction') == 'desc' else 'ASC'} NULLS LAST"
-    limit = sketch.get("limit") or 0
-    if isinstance(limit, int) and limit > 0 and not aggregated:
-        sql += f" LIMIT {min(limit, MAX_RESULT_ROWS)}"
-    return sql
-
-
 def relation_prompt(question: str, answer_format: str | None, rel: TableRelation, note: str = "") -> str:
     """The prompt that asks for one query over ``cells`` (see the module docstring): the relation as
     a commented ``CREATE TABLE`` (the form a coder model reads best), its row and column names
@@ -600,24 +476,15 @@ def query_table(question: str, answer_format: str | None, rel: TableRelation, en
     DuckDB's message (or "no rows") when it fails. Never raises for a bad query: the result's
     ``error`` says what went wrong. Raises :class:`NeusymError` subclasses of the LLM (cancelled,
     unavailable) as they come."""
-    sketch = RELATION_FORM == "sketch" and bool(rel.wide)
-    wide = (RELATION_FORM == "wide" or sketch) and bool(rel.wide)
-    prompt = sketch_prompt if sketch else wide_prompt if wide else relation_prompt
+    wide = RELATION_FORM == "wide" and bool(rel.wide)
+    prompt = wide_prompt if wide else relation_prompt
     note = ""
     result = SqlResult("", [], [])
     for _ in range(2):
         reply = llm.chat([{"role": "user", "content": prompt(question, answer_format, rel, note)}],
-                         json_schema=sketch_schema(rel) if sketch else SQL_SCHEMA, max_tokens=320 if sketch else 220)
+                         json_schema=SQL_SCHEMA, max_tokens=220)
         result.replies.append(reply)
-        if sketch:
-            try:
-                sql = sketch_sql(json.loads(reply.text), rel)
-            except ValueError as exc:  # json's errors are ValueErrors too
-                note = f"the reply was not a query sketch over t: {exc}"
-                result.error = note
-                continue
-        else:
-            sql = _extract_sql(reply.text)
+        sql = _extract_sql(reply.text)
         result.sql = sql
         if not sql.strip():
             note = "the reply held no SELECT query"
