@@ -80,6 +80,7 @@ RUNNER = ("import sys, json, importlib; "
 #: variant under measurement gets a constant in its module and a part here; one that does not go in
 #: leaves with both.
 PARTS: dict[str, list[tuple[str, str, object]]] = {
+    "pick": [("neusym.query.agent.auto", "TABLE_CELL_PICK", True)],
     "direct": [],
     "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
     "k6": [("neusym.query.agent.auto", "EVIDENCE_ITEMS", 6)],

@@ -269,3 +269,40 @@ def test_a_table_question_is_answered_through_the_wide_form_by_default(sql_setti
     assert result.answer == ["title", 85.5] and len(llm.requests) == 1
     assert result.verification["checks"][0]["kind"] == "sql" and result.verification["status"] == "pass"
     assert result.verification["basis"] == "queried"  # the rows of the model's query are the answer
+
+
+#: A lookup of one cell by its row and column, with neither "table" nor an extremum in it.
+LOOKUP = "What F1 does the ScienceParse system reach when it extracts the authors of a paper?"
+LOOKUP_FORMAT = "Your answer should be a float rounded to 1 decimal place."
+
+
+def test_a_number_read_from_a_table_is_read_again_by_its_row_and_column(sql_settings, graph, monkeypatch):
+    """The reader answers 85.5 — title's F1, the neighbouring row's cell — and cites the table: the
+    number is a cell of that table, so the model names the row and column (its reply constrained to
+    the table's own names) and the answer is the cell there, authors' F1 = 92.1 (page 3 of the PDF)."""
+    from neusym.query.agent import auto
+
+    monkeypatch.setattr(auto, "TABLE_CELL_PICK", True)
+    pid, _ = graph
+    llm = ScriptedLLM([{"answer": 85.5, "evidence": [1, 2, 3]}, {"row": "authors", "column": "F1"}])
+    result = ask(LOOKUP, settings=sql_settings, llm=llm, method="auto", answer_format=LOOKUP_FORMAT, paper_ids=[pid])
+    assert result.answer == 92.1
+    pick = llm.requests[-1]
+    props = pick["json_schema"]["properties"]
+    assert {"title", "authors"} <= set(props["row"]["enum"]) and "F1" in props["column"]["enum"]
+    assert "authors 92.1" in " ".join(pick["messages"][1]["content"].replace("|", " ").split())
+    step = result.trajectory[-1]
+    assert step.arguments == {"row": "authors", "column": "F1", "value": 92.1}
+    assert result.verification["status"] == "pass"
+    assert result.citations and result.citations[0]["page_number"] == 3
+
+
+def test_a_number_no_table_holds_is_left_as_read(sql_settings, graph, monkeypatch):
+    from neusym.query.agent import auto
+
+    monkeypatch.setattr(auto, "TABLE_CELL_PICK", True)
+    pid, _ = graph
+    llm = ScriptedLLM([{"answer": 12.5, "evidence": [1]}, {"answer": 12.5, "evidence": [1]}])
+    result = ask(LOOKUP, settings=sql_settings, llm=llm, method="auto", answer_format=LOOKUP_FORMAT, paper_ids=[pid])
+    assert not any("row" in (r["json_schema"] or {}).get("properties", {}) for r in llm.requests)
+    assert result.answer == 12.5
