@@ -54,6 +54,10 @@ Not adopted: ``sketch`` — the query written as a JSON sketch whose every name 
 table's own names (select with aggregates, where, order, limit), compiled to SQL: every query ran,
 but the tuning set's table-query items went 4 -> 1 of 10 (the model kept one named row whatever the
 question asked; 862d5cc, ``results/table_sketch.json``).
+Not adopted: ``pick`` — a single number the reader took from a stored table re-read by the row and
+column the model names among that table's own names: tuning set 7 -> 9 of 19, no dev or test item
+touched, blind 14 -> 14 of 53 with 6 answers changed (a computed number equal to a cell by chance;
+f000d5a, ``results/table_cell_pick.json``).
 """
 
 from __future__ import annotations
@@ -80,7 +84,6 @@ RUNNER = ("import sys, json, importlib; "
 #: variant under measurement gets a constant in its module and a part here; one that does not go in
 #: leaves with both.
 PARTS: dict[str, list[tuple[str, str, object]]] = {
-    "pick": [("neusym.query.agent.auto", "TABLE_CELL_PICK", True)],
     "direct": [],
     "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
     "k6": [("neusym.query.agent.auto", "EVIDENCE_ITEMS", 6)],

@@ -663,12 +663,6 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
         check.repaired = True
     if shaped.ok:
         answer = shaped.value
-    if TABLE_CELL_PICK and sql_result is None:
-        picked = _picked_cell(question, answer_format, answer, used, cells, env, llm, result, add_step)
-        if picked is not None:
-            answer, table_cell = picked
-            cited = [table_cell] + [c for c in cited if c is not table_cell]
-            check = verify(answer, _texts([table_cell]), question=question)
     if sql_result is not None:  # the answer rests on a query the verifier re-ran
         check.checks.insert(0, _sql_check(sql_result))
         if check.status == "unverifiable":
@@ -678,69 +672,6 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
     result.verification = check.to_dict()
     result.citations = [c.to_dict() for c in citations_for(env, cited, answer)]
     return result
-
-
-#: When the focused reader answers one number that is a cell of a stored table among its evidence,
-#: the model names that table's row and column for the question (a choice among the table's own
-#: names) and the answer is the cell there. Measured setting; read at call time.
-TABLE_CELL_PICK = False
-
-_PICK_SYSTEM = ("You find the cell of a table that answers a question. Reply with JSON: \"row\", the row's name, and "
-                "\"column\", the column's header, each exactly as listed.")
-
-
-def _picked_cell(question: str, answer_format: str | None, answer: Any, used: list[dict], cells: list[dict],
-                 env: Any, llm: Any, result: Any, add_step: Callable) -> tuple[Any, dict] | None:
-    """(the value of the cell the model picks by row and column, the evidence cell of its table) when
-    ``answer`` is one number found in a stored table among the evidence (the tables the model cited
-    first) — the model read its number from that table, so the table is read again by coordinates:
-    one call whose reply is constrained to the table's row names and header paths
-    (``table_cells``). None when the format asks for no single number, no table holds the number,
-    or the picked cell holds none."""
-    from neusym.query.agent.answer_format import shape_of
-    from neusym.query.agent.tablesql import load_relation
-
-    if shape_of(answer_format).kind not in ("int", "float") or isinstance(answer, bool) \
-            or not isinstance(answer, (int, float)):
-        return None
-    seen: set[str] = set()
-    for cell in [c for c in used if c.get("table_name") == "tables"] + [c for c in cells if c.get("table_name") == "tables"]:
-        key = str(cell["primary_key"])
-        if key in seen:
-            continue
-        seen.add(key)
-        rel = load_relation(env, key)
-        if rel is None or not any(c[4] is not None and abs(c[4] - answer) <= 1e-9 * max(1.0, abs(answer))
-                                  for c in rel.cells):
-            continue
-        rows = list(dict.fromkeys(c[1] for c in rel.cells if c[1] and c[4] is not None))
-        columns = list(dict.fromkeys(c[2] for c in rel.cells if c[2] and c[4] is not None))
-        if not rows or not columns:
-            return None
-        table = cell.get("context") or cell.get("text") or ""
-        user = (f"[Table]:\n{table}\n[Rows]: " + "; ".join(rows) + "\n[Columns]: " + "; ".join(columns)
-                + f"\n[Question]: {question.strip()}")
-        schema = {"type": "object", "properties": {"row": {"enum": rows}, "column": {"enum": columns}},
-                  "required": ["row", "column"], "additionalProperties": False}
-        reply = llm.chat([{"role": "system", "content": _PICK_SYSTEM}, {"role": "user", "content": user}],
-                         json_schema=schema, max_tokens=120)
-        _count(result, reply)
-        try:
-            pick = json.loads(reply.text)
-        except ValueError:
-            return None
-        value = next((c[4] for c in rel.cells if c[1] == pick.get("row") and c[2] == pick.get("column")
-                      and c[4] is not None), None)
-        add_step(Step(thought="the answer is a cell of a table: pick its row and column", action="GenerateAnswer",
-                      arguments={"row": pick.get("row"), "column": pick.get("column"), "value": value},
-                      observation="", raw=reply.text, prompt_tokens=reply.prompt_tokens,
-                      completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
-        if value is None:
-            return None
-        if shape_of(answer_format).kind == "int" and float(value).is_integer():
-            value = int(value)
-        return value, cell
-    return None
 
 
 def _texts(cells: list[dict]) -> list[str]:
