@@ -604,6 +604,8 @@ def test_verifier_units():
     assert verify("[2, 3]", ev).to_dict()["basis"] == "read"
     assert verify("3", [], symbolic_sql=["SELECT count(*) FROM tables"]).to_dict()["basis"] == "computed"
     assert verify("A Title", [], titles={"a title"}).to_dict()["basis"] == "search"
+    # ... and says it in words, which the web page shows beside the verdict
+    assert verify("[2, 3]", ev).to_dict()["basis_text"].startswith("read by the language model: its values occur")
 
 
 def test_a_question_about_two_papers_reads_the_best_excerpts_of_each(corpus_settings, ids):

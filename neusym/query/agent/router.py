@@ -204,13 +204,12 @@ class SymbolicRoute:
         if sym is None:
             return None
         shaped = conform(sym.answer, facts.answer_format)
-        thought = sym.explanation
-        if shaped.ok is False:  # the template answered part of the question, or another one: read the paper(s)
-            thought += (f" — the template's answer {render_answer(sym.answer)} {shaped.detail}: it does not answer "
-                        "the whole question")
+        fits = shaped.ok is not False  # else the template answered part of the question, or another one
+        thought = sym.explanation + ("" if fits else f" — the template's answer {render_answer(sym.answer)} "
+                                     f"{shaped.detail}: it does not answer the whole question")
         run.add_step(Step(thought=thought, action="RetrieveFromDatabase",
                           arguments={"sql": " ; ".join(sym.sql)}, observation=sym.explanation, fixed=True))
-        if shaped.ok is False:
+        if not fits:  # read the paper(s) instead (fallback)
             return None
         result.answer = sym.answer
         result.verification = verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()

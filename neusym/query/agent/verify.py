@@ -60,8 +60,15 @@ class Check:
 
 
 #: What an answer can be (module docstring) -> how the CLI, the MCP tools and the page name it.
-BASES = {"computed": "computed by a query the system wrote", "queried": "the rows of a query the language model wrote",
-         "search": "the top paper-search hit", "read": "read by the language model"}
+#: Basis -> what it means for a reader of the answer (the CLI, the MCP ``ask`` tool and the web page
+#: show these words; the page reads them from ``basis_text``).
+BASES = {
+    "computed": "computed by a query the system wrote over the database",
+    "queried": "the rows of a query the language model wrote over one table: the query is re-run, not judged",
+    "search": "the top hit of the paper search",
+    "read": "read by the language model: its values occur in the evidence, which does not prove they answer "
+            "the question",
+}
 
 
 @dataclass
@@ -75,9 +82,10 @@ class Verification:
     basis: str = "read"
 
     def to_dict(self) -> dict:
-        """JSON-ready form: ``{"status", "basis", "repaired", "checks": [{claim, kind, ok, detail}]}``."""
-        return {"status": self.status, "basis": self.basis, "repaired": self.repaired,
-                "checks": [asdict(c) for c in self.checks]}
+        """JSON-ready form: ``{"status", "basis", "basis_text", "repaired", "checks": [{claim, kind, ok,
+        detail}]}`` (``basis_text``: the basis in words, :data:`BASES`)."""
+        return {"status": self.status, "basis": self.basis, "basis_text": BASES.get(self.basis, ""),
+                "repaired": self.repaired, "checks": [asdict(c) for c in self.checks]}
 
     @property
     def failed(self) -> list[Check]:

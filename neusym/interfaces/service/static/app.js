@@ -352,14 +352,6 @@ function citationNode(c, i) {
   return el("li", { class: "citation" }, head, c.quote ? el("blockquote", { text: c.quote }) : null);
 }
 
-// What an answer is (verification.basis): how far a "pass" can be trusted.
-const BASIS_WORDS = {
-  computed: "computed by a query the system wrote over the database",
-  queried: "the rows of a query the language model wrote over one table: the query is re-run, not judged",
-  search: "the top hit of the paper search",
-  read: "read by the language model: its values occur in the evidence, which does not prove they answer the question",
-};
-
 function renderAnswer(a) {
   $("answer").hidden = false;
   const text = typeof a.answer === "string" ? a.answer : JSON.stringify(a.answer);
@@ -372,7 +364,7 @@ function renderAnswer(a) {
     const mark = c.ok === true ? "✓" : c.ok === false ? "✗" : "?";
     return [mark, c.claim ? `“${c.claim}”` : null, c.kind ? `(${c.kind})` : null, c.detail || null].filter(Boolean).join(" ");
   };
-  const basis = v && BASIS_WORDS[v.basis];
+  const basis = v && v.basis_text;  // what the answer is (neusym.query.agent.verify.BASES)
   $("verification").replaceChildren(...(v ? [
     el("p", { class: "verification " + v.status, "data-status": v.status, "data-basis": v.basis || "" },
       `verification: ${v.status}${v.repaired ? " (after one repair round)" : ""}${basis ? " · " + basis : ""}`),
