@@ -7,7 +7,8 @@ Usage (the corpus of the set published in $NEUSYM_HOME, as for evidence_recall.p
 For every single-paper item of the split with gold quotes, the papers' cells are ranked as
 :func:`neusym.query.agent.auto.focused_evidence` ranks them, with 20 hits per retrieval list; an item
 counts for a variant when every quote is in one of the chosen cells (``evidence_recall.found_in``).
-Prints the share of items per variant and the mean characters the chosen cells take (chunks cut at 650,
+Prints the share of items per variant and the mean characters the chosen cells take (chunks cut at
+``auto.EVIDENCE_CHARS``,
 tables/figures at 2000 characters, as the reader's context cuts them). The result of the table-slot
 variant, with the answers it gave, is benchmarks/results/table_slot_dev.json. Report the test split;
 never tune on it.
@@ -69,7 +70,8 @@ def main() -> None:
             for table, n in per.items():
                 chosen += [i for i, t in enumerate(types) if t == table and i not in chosen][:n]
             found += all(any(h[i] for i in chosen) for h in hits)
-            chars += sum(min(lengths[i], 650 if types[i] == "chunks" else 2000) for i in chosen)
+            chars += sum(min(lengths[i], auto.EVIDENCE_CHARS if types[i] == "chunks" else auto.ELEMENT_EVIDENCE_CHARS)
+                         for i in chosen)
         label = f"top {k}" + "".join(f" + {n} {t}" for t, n in per.items())
         print(f"{label:<40} evidence in context {found / len(items):.3f}   mean chars {chars // len(items)}")
 

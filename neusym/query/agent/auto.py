@@ -143,7 +143,10 @@ OFF_MODALITY_WEIGHT = 0.35
 #: Cells the fusion keeps for a question about one paper (read when the search runs, so a benchmark
 #: can set it: benchmarks/reader.py part ``k6``).
 EVIDENCE_ITEMS = 4
-EVIDENCE_CHARS = 650
+#: A text excerpt is cut to this many characters around the sentences the question asks about
+#: (:func:`focus_text`). 900 shows nearly every chunk whole; 650 cut the gold sentence off for 2 dev,
+#: 1 test and 6 blind items (benchmarks/results/evidence_chars.json). Read when the prompt is built.
+EVIDENCE_CHARS = 900
 #: A table or figure (caption and rows / OCR text) may take more room than a text chunk: cut there.
 ELEMENT_EVIDENCE_CHARS = 2000
 #: A question about several papers reads this many cells of each of its first MAX_FOCUSED_PAPERS papers.
