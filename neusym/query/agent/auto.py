@@ -144,8 +144,8 @@ OFF_MODALITY_WEIGHT = 0.35
 #: can set it: benchmarks/reader.py part ``k6``).
 EVIDENCE_ITEMS = 4
 #: A text excerpt is cut to this many characters around the sentences the question asks about
-#: (:func:`focus_text`). 900 shows nearly every chunk whole; 650 cut the gold sentence off for 2 dev,
-#: 1 test and 6 blind items (benchmarks/results/evidence_chars.json). Read when the prompt is built.
+#: (:func:`focus_text`): long enough to show nearly every chunk whole (a shorter cut left the gold
+#: sentence out: benchmarks/results/evidence_chars.json). Read when the prompt is built.
 EVIDENCE_CHARS = 900
 #: A table or figure (caption and rows / OCR text) may take more room than a text chunk: cut there.
 ELEMENT_EVIDENCE_CHARS = 2000

@@ -59,9 +59,8 @@ class Check:
     detail: str = ""
 
 
-#: What an answer can be (module docstring) -> how the CLI, the MCP tools and the page name it.
-#: Basis -> what it means for a reader of the answer (the CLI, the MCP ``ask`` tool and the web page
-#: show these words; the page reads them from ``basis_text``).
+#: What an answer can be (module docstring) -> how the CLI, the MCP ``ask`` tool and the web page
+#: name it (the page reads these words from ``basis_text``).
 BASES = {
     "computed": "computed by a query the system wrote over the database",
     "queried": "the rows of a query the language model wrote over one table: the query is re-run, not judged",
