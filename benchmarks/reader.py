@@ -46,7 +46,8 @@ row per cell, before the wide form (one column per header path) replaced it
 2 -> 4 of 10, dev 1 -> 2 of 7, test 0 -> 0 of 3, blind 0 -> 1 of 14; measured as part ``wide`` over
 ``direct`` at a94f837); ``chars650`` is the reader before text excerpts were cut at 900 characters
 instead of 650 (measured as part ``chars900`` over ``direct`` at 5e00b0e, ``results/evidence_chars.json``:
-on the items whose context changes dev 19 -> 20 of 59, test 3 -> 3 of 17, blind 25 -> 26 of 100). Not adopted (parts kept, they only set ``auto.TABLE_QUERY_GATE``):
+on the items whose context changes dev 19 -> 20 of 59, test 3 -> 3 of 17, blind 25 -> 26 of 100).
+Not adopted (parts kept, they only set ``auto.TABLE_QUERY_GATE``):
 ``anytable`` — a table query whenever a table is among the evidence, and ``anysoft`` — the same, its
 rows evidence for the answer call rather than the answer (``results/table_query_gate.json``: tuning
 set 11 -> 18 of 37 and 7 -> 11 of 22, test 1 -> 0 of 6 for both, blind 13 -> 10 and 13 -> 13 of 51). Not adopted: linking a name the SQL

@@ -220,9 +220,7 @@ def ask(
         v = result.verification or {}
         checks = ", ".join(f"{c['kind']} {c['claim'][:40]!r}: {'ok' if c['ok'] else ('failed' if c['ok'] is False else '?')}"
                            for c in v.get("checks", [])[:6])
-        from neusym.query.agent.verify import BASES
-
-        basis = BASES.get(v.get("basis", ""), "")
+        basis = v.get("basis_text", "")
         console.print(f"[dim]route: {result.route} ({result.route_features.get('reason', '')}); verification: "
                       f"{v.get('status', '-')}{' after repair' if v.get('repaired') else ''}"
                       f"{' (' + basis + ')' if basis else ''}"

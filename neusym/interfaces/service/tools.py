@@ -338,10 +338,8 @@ def _answer_text(data: dict) -> str:
     text = answer if isinstance(answer, str) else json.dumps(answer, ensure_ascii=False)
     lines = [f"Answer: {text}"]
     if data.get("route"):
-        from neusym.query.agent.verify import BASES
-
         verification = data.get("verification") or {}
-        status, basis = verification.get("status"), BASES.get(verification.get("basis") or "")
+        status, basis = verification.get("status"), verification.get("basis_text")
         lines.append(f"Route: {data['route']}" + (f"; verification: {status}" if status else "")
                      + (f" ({basis})" if status and basis else ""))
     for i, c in enumerate(data.get("citations") or [], start=1):

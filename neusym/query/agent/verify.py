@@ -60,7 +60,7 @@ class Check:
 
 
 #: What an answer can be (module docstring) -> how the CLI, the MCP ``ask`` tool and the web page
-#: name it (the page reads these words from ``basis_text``).
+#: name it: every verification dict carries these words as ``basis_text``, which they show.
 BASES = {
     "computed": "computed by a query the system wrote over the database",
     "queried": "the rows of a query the language model wrote over one table: the query is re-run, not judged",
