@@ -61,7 +61,7 @@ Not adopted: ``pick`` — a single number the reader took from a stored table re
 column the model names among that table's own names: tuning set 7 -> 9 of 19, no dev or test item
 touched, blind 14 -> 14 of 53 with 6 answers changed (a computed number equal to a cell by chance;
 f000d5a, ``results/table_cell_pick.json``).
-Not adopted: ``wholeq`` is the reader before each of several papers was searched with the clauses of
+Not adopted: ``wholeq`` — the reader before each of several papers was searched with the clauses of
 the question about it (the marker tokens of each paper's pages tell the clauses apart): dev contexts of
 4 items changed, no quote or answer (0 -> 0 of 4); blind several-paper quotes in context 17 -> 14 of
 30 (``results/paper_clauses.json``).
@@ -98,7 +98,6 @@ PARTS: dict[str, list[tuple[str, str, object]]] = {
     "cells": [("neusym.query.agent.tablesql", "RELATION_FORM", "cells")],
     "anytable": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "any")],
     "anysoft": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "anysoft")],
-    "wholeq": [("neusym.query.agent.auto", "PAPER_CLAUSES", False)],
 }
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 #: split -> the question set holding it (a set without ``splits.json`` is one split of its own name).

@@ -39,7 +39,6 @@ from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
 from neusym.errors import NeusymError
 from neusym.ingest.parse.cells import html_rows
 from neusym.query.agent.citations import citations_for, word_tokens
-from neusym.query.agent.paperclauses import paper_queries
 from neusym.query.agent.results import Step
 from neusym.query.agent.symbolic import parse_intent, render_answer
 from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
@@ -153,23 +152,6 @@ ELEMENT_EVIDENCE_CHARS = 2000
 #: A question about several papers reads this many cells of each of its first MAX_FOCUSED_PAPERS papers.
 EVIDENCE_PER_PAPER = 3
 MAX_FOCUSED_PAPERS = 3
-#: Each of several papers is searched with the clauses of the question about it rather than the whole
-#: question (read when the search runs, so a benchmark can turn it off).
-PAPER_CLAUSES = True
-
-
-def _paper_queries(question: str, papers: list[tuple[str, str]], env: Any) -> dict[str, str]:
-    """paper id -> its search text (:func:`neusym.query.agent.paperclauses.paper_queries`); the whole
-    question for every paper when :data:`PAPER_CLAUSES` is off or the pages cannot be read."""
-    if not PAPER_CLAUSES:
-        return {}
-    import duckdb
-
-    try:
-        return paper_queries(question, papers, env)
-    except (duckdb.Error, NeusymError) as exc:  # the answer goes on: search as before
-        logger.warning("several papers searched with the whole question: %s", exc)
-        return {}
 
 
 def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
@@ -186,9 +168,7 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
 
     Several papers (a question comparing or joining them): each paper is searched on its own and
     gets :data:`EVIDENCE_PER_PAPER` cells (the first :data:`MAX_FOCUSED_PAPERS` papers), in the order
-    the papers are given, so one well-matching paper cannot take every excerpt; each is searched with
-    the clauses of the question about it (:func:`neusym.query.agent.paperclauses.paper_queries`,
-    :data:`PAPER_CLAUSES`).
+    the papers are given, so one well-matching paper cannot take every excerpt.
 
     ``ensure_table`` (the question may ask for a table operation): when no table is among the ``k``,
     one table is added as one more cell — of the :data:`TABLE_CANDIDATES` best-ranked tables, the one
@@ -197,10 +177,9 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
     answers on the dev set as it gained tables). ``trace``: see :func:`focused_context`."""
     if len(papers) > 1:
         out: list[dict] = []
-        queries = _paper_queries(question, papers[:MAX_FOCUSED_PAPERS], env)
         for paper in papers[:MAX_FOCUSED_PAPERS]:
-            out.extend(focused_evidence(queries.get(paper[0], question), [paper], env, modality=modality,
-                                        k=EVIDENCE_PER_PAPER, ensure_table=ensure_table, trace=trace))
+            out.extend(focused_evidence(question, [paper], env, modality=modality, k=EVIDENCE_PER_PAPER,
+                                        ensure_table=ensure_table, trace=trace))
         return out
     k = EVIDENCE_ITEMS if k is None else k
     ids = ", ".join(f"'{pid}'" for pid, _ in papers)
