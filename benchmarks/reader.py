@@ -61,6 +61,10 @@ Not adopted: ``pick`` — a single number the reader took from a stored table re
 column the model names among that table's own names: tuning set 7 -> 9 of 19, no dev or test item
 touched, blind 14 -> 14 of 53 with 6 answers changed (a computed number equal to a cell by chance;
 f000d5a, ``results/table_cell_pick.json``).
+Measured and adopted: ``nofront`` is the reader before a several-paper question read each paper's front
+matter (page 1 up to the abstract, proceedings and copyright lines): on the 26 several-paper items
+answers dev 2 -> 2 of 11, test 0 -> 0 of 3, blind 2 -> 2 of 12, while their gold quotes in context rose
+(``results/front_matter.json``).
 Not adopted: ``wholeq`` — the reader before each of several papers was searched with the clauses of
 the question about it (the marker tokens of each paper's pages tell the clauses apart): dev contexts of
 4 items changed, no quote or answer (0 -> 0 of 4); blind several-paper quotes in context 17 -> 14 of
@@ -98,6 +102,7 @@ PARTS: dict[str, list[tuple[str, str, object]]] = {
     "cells": [("neusym.query.agent.tablesql", "RELATION_FORM", "cells")],
     "anytable": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "any")],
     "anysoft": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "anysoft")],
+    "nofront": [("neusym.query.agent.auto", "FRONT_MATTER", False)],
 }
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 #: split -> the question set holding it (a set without ``splits.json`` is one split of its own name).

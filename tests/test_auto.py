@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import unicodedata
 
 import pymupdf
 import pytest
@@ -619,8 +620,10 @@ def test_a_question_about_two_papers_reads_the_best_excerpts_of_each(corpus_sett
     assert 1 <= len(llm.requests) <= 2
     evidence = llm.requests[0]["messages"][1]["content"].split("[Evidence]:\n", 1)[1]
     lines = re.findall(r"^\[(\d+)\] \(([^,]+), page", evidence, re.M)
-    # three excerpts of each paper, each labelled with the paper it comes from, in the order given
-    assert [name for _, name in lines] == ["SPECTER"] * 3 + ["LongEval"] * 3
+    # three excerpts of each paper, each labelled with the paper it comes from, in the order given, then
+    # each paper's front matter
+    assert [name for _, name in lines] == ["SPECTER"] * 3 + ["LongEval"] * 3 + ["SPECTER", "LongEval"]
+    assert evidence.count(", page 1, front matter)") == 2
     assert result.answer == 2
     assert [c["paper_id"] for c in result.citations] == [ids["SPECTER"], ids["LongEval"]]
 
@@ -738,3 +741,35 @@ def test_with_one_paper_in_the_corpus_a_question_about_this_paper_reads_it(tmp_p
             d = route_question(question, paper_ids=None, answer_format=None, env=e, llm=NoLLM())
             assert (d.route, d.papers, d.llm_used) == ("focused", [(pid, title)], False), question
             assert d.features["only_paper_in_corpus"]
+
+
+def test_several_papers_read_each_papers_front_matter(corpus_settings, ids, monkeypatch):
+    """A question joining papers reads each paper's page 1 up to the abstract (authors, marks,
+    affiliations) and its proceedings line, which no excerpt of the text holds; a question about one
+    paper does not get it. Expected lines come from the PDFs' own page 1 text (PyMuPDF)."""
+    from neusym.query.agent import auto
+
+    longeval_pdf = SAMPLES / "eacl2023_2023.eacl-main.121_LongEval.pdf"
+    q = "Which author of the LongEval paper is also an author of SPECTER?"
+    papers = [(ids["LongEval"], "LongEval"), (ids["SPECTER"], "SPECTER")]
+    with Environment(corpus_settings) as env:
+        cells, text = auto.focused_context(q, papers, {"modality": []}, env)
+        one, _ = auto.focused_context(q, papers[:1], {"modality": []}, env)
+        monkeypatch.setattr(auto, "FRONT_MATTER", False)
+        without, text_without = auto.focused_context(q, papers, {"modality": []}, env)
+    front = [c for c in cells if c["table_name"] == "pages"]
+    assert [(c["paper_id"], c["page_number"]) for c in front] == [(p, 1) for p, _ in papers]
+    flat = " ".join(text.split())
+    for pdf in (longeval_pdf, SPECTER_PDF):
+        page1 = pdf_text(pdf, 1)
+        head = [" ".join(unicodedata.normalize("NFKC", line).split())
+                for line in page1[: page1.index("Abstract")].splitlines() if line.strip() and not line.strip().isdigit()]
+        assert len(head) >= 8  # title, authors with their marks, affiliations, e-mails (and the footer, printed first)
+        missing = [line for line in head if line not in unicodedata.normalize("NFKC", flat)]
+        assert not missing
+        proceedings = next(line for line in page1.splitlines() if line.startswith("Proceedings of"))
+        assert " ".join(proceedings.split()) in flat
+    assert "Arman Cohan" in flat and "front matter" in text
+    assert not any(c["table_name"] == "pages" for c in one)
+    assert not any(c["table_name"] == "pages" for c in without)
+    assert "Sergey Feldman" not in text_without  # SPECTER's second author: only its front matter names him

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 MARK_CHARS = "0-9∗*⋆†‡§¶♢♠♡♣♥♦#‖⋄◇○•" + "α-ω"
 _MARK_RUN = re.compile(rf"[{MARK_CHARS}](?:\s?,\s?[{MARK_CHARS}]|[{MARK_CHARS}])*")
 _ENTRY_START = re.compile(rf"(?:(?<=^)|(?<=\s)|(?<=,))([{MARK_CHARS}]+)\s*(?=[A-Z])", re.M)
-_ABSTRACT = re.compile(r"\n\s*(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
+#: The abstract heading of page 1 ("Abstract", "A B S T R A C T"): the front matter ends there.
+ABSTRACT_HEADING = re.compile(r"\n\s*(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
 
 
 @dataclass
@@ -44,7 +45,7 @@ def read_block(page_text: str, authors: list[str]) -> AuthorBlock | None:
     """The author block of ``page_text`` (page 1, before the abstract heading): each author's marks
     (the mark characters printed right after the name; an empty set when none) and the affiliation
     text after the last name. None when an author of ``authors`` is not printed there."""
-    head = _ABSTRACT.split(page_text or "", maxsplit=1)[0]
+    head = ABSTRACT_HEADING.split(page_text or "", maxsplit=1)[0]
     marks: dict[str, set[str]] = {}
     end = 0
     for name in authors:

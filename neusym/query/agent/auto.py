@@ -38,6 +38,7 @@ from typing import Any, Callable
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
 from neusym.errors import NeusymError
 from neusym.ingest.parse.cells import html_rows
+from neusym.query.agent.authorblock import ABSTRACT_HEADING
 from neusym.query.agent.citations import citations_for, word_tokens
 from neusym.query.agent.results import Step
 from neusym.query.agent.symbolic import parse_intent, render_answer
@@ -152,6 +153,46 @@ ELEMENT_EVIDENCE_CHARS = 2000
 #: A question about several papers reads this many cells of each of its first MAX_FOCUSED_PAPERS papers.
 EVIDENCE_PER_PAPER = 3
 MAX_FOCUSED_PAPERS = 3
+#: A question about several papers also reads each paper's front matter (read when the search runs,
+#: so a benchmark can turn it off).
+FRONT_MATTER = True
+#: Page 1 up to the abstract heading is cut to this many characters (a long author list and its
+#: affiliations fit).
+FRONT_MATTER_CHARS = 1000
+#: A line of page 1 that says where and when the paper was published or under which licence: the
+#: proceedings footer of ACL-style papers, a conference or copyright note.
+_PUBLICATION_LINE = re.compile(r"\bproceedings\b|©|c⃝|\bcopyright\b", re.I)
+
+
+def front_matter(page_text: str) -> str:
+    """The front matter of a paper's page 1 text: everything before the abstract heading (title,
+    authors with their marks, affiliations, e-mails; at most :data:`FRONT_MATTER_CHARS` characters)
+    and, after it, the lines that name the proceedings or a copyright (one line each, at most 300
+    characters, in page order). Empty when ``page_text`` is empty."""
+    text = page_text or ""
+    parts = ABSTRACT_HEADING.split(text, maxsplit=1)
+    head = parts[0].strip()[:FRONT_MATTER_CHARS]
+    rest = parts[1] if len(parts) > 1 else ""
+    lines = [" ".join(line.split()) for line in rest.splitlines()]
+    notes = list(dict.fromkeys(line for line in lines if line and len(line) <= 300 and _PUBLICATION_LINE.search(line)))
+    return "\n".join([head] + notes).strip()
+
+
+def front_matter_cells(papers: list[tuple[str, str]], env: Any) -> list[dict]:
+    """One evidence cell per paper of ``papers`` (in order) holding :func:`front_matter` of its page 1
+    (``pages`` row; a paper without parsed pages gets none): ``table_name`` "pages", ``column_name``
+    "page_content", ``primary_key`` the page id, ``page_number`` 1, ``text`` = ``context`` = the front
+    matter (kept on its lines in the prompt)."""
+    ids = [pid for pid, _ in papers]
+    if not ids:
+        return []
+    rows = env.query(
+        "SELECT ref_paper_id::VARCHAR, page_id::VARCHAR, page_content FROM pages WHERE page_number = 1 AND "
+        f"ref_paper_id::VARCHAR IN ({', '.join('?' for _ in ids)})", ids)
+    found = {pid: (page_id, front_matter(text)) for pid, page_id, text in rows}
+    return [{"table_name": "pages", "column_name": "page_content", "primary_key": found[pid][0], "paper_id": pid,
+             "page_number": 1, "text": found[pid][1], "context": found[pid][1]}
+            for pid in ids if pid in found and found[pid][1]]
 
 
 def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
@@ -168,7 +209,9 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
 
     Several papers (a question comparing or joining them): each paper is searched on its own and
     gets :data:`EVIDENCE_PER_PAPER` cells (the first :data:`MAX_FOCUSED_PAPERS` papers), in the order
-    the papers are given, so one well-matching paper cannot take every excerpt.
+    the papers are given, so one well-matching paper cannot take every excerpt; after them comes each
+    paper's front matter (:func:`front_matter_cells`, :data:`FRONT_MATTER`): what papers are joined on
+    — their authors, affiliations, proceedings — is printed there, where no query of the text finds it.
 
     ``ensure_table`` (the question may ask for a table operation): when no table is among the ``k``,
     one table is added as one more cell — of the :data:`TABLE_CANDIDATES` best-ranked tables, the one
@@ -180,6 +223,8 @@ def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, 
         for paper in papers[:MAX_FOCUSED_PAPERS]:
             out.extend(focused_evidence(question, [paper], env, modality=modality, k=EVIDENCE_PER_PAPER,
                                         ensure_table=ensure_table, trace=trace))
+        if FRONT_MATTER:
+            out.extend(front_matter_cells(papers[:MAX_FOCUSED_PAPERS], env))
         return out
     k = EVIDENCE_ITEMS if k is None else k
     ids = ", ".join(f"'{pid}'" for pid, _ in papers)
@@ -397,6 +442,8 @@ def _evidence_block(cells: list[dict], env: Any, question: str = "",
             where = f"{names[str(c['paper_id'])]}, {where}"
         if c["table_name"] == "chunks" and sections.get(c["primary_key"]):
             where += f", section '{sections[c['primary_key']]}'"
+        elif c["table_name"] == "pages" and c.get("context"):
+            where += ", front matter"
         elif c["table_name"] in ("tables", "images") and c.get("context"):
             where += ", table" if c["table_name"] == "tables" else ", figure"
         elif c["table_name"] != "chunks":
