@@ -38,7 +38,7 @@ from typing import Any, Callable
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
 from neusym.errors import NeusymError
 from neusym.ingest.parse.cells import html_rows
-from neusym.query.agent.authorblock import ABSTRACT_HEADING
+from neusym.query.agent.authorblock import ABSTRACT_HEADING, PUBLICATION_LINE
 from neusym.query.agent.citations import citations_for, word_tokens
 from neusym.query.agent.results import Step
 from neusym.query.agent.symbolic import parse_intent, render_answer
@@ -159,9 +159,6 @@ FRONT_MATTER = True
 #: Page 1 up to the abstract heading is cut to this many characters (a long author list and its
 #: affiliations fit).
 FRONT_MATTER_CHARS = 1000
-#: A line of page 1 that says where and when the paper was published or under which licence: the
-#: proceedings footer of ACL-style papers, a conference or copyright note.
-_PUBLICATION_LINE = re.compile(r"\bproceedings\b|©|c⃝|\bcopyright\b", re.I)
 
 
 def front_matter(page_text: str) -> str:
@@ -174,7 +171,7 @@ def front_matter(page_text: str) -> str:
     head = parts[0].strip()[:FRONT_MATTER_CHARS]
     rest = parts[1] if len(parts) > 1 else ""
     lines = [" ".join(line.split()) for line in rest.splitlines()]
-    notes = list(dict.fromkeys(line for line in lines if line and len(line) <= 300 and _PUBLICATION_LINE.search(line)))
+    notes = list(dict.fromkeys(line for line in lines if line and len(line) <= 300 and PUBLICATION_LINE.search(line)))
     return "\n".join([head] + notes).strip()
 
 
