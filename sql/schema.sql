@@ -345,3 +345,27 @@ COMMENT ON COLUMN table_cells.unit IS 'A unit printed with the number: "%", "×"
 COMMENT ON COLUMN table_cells.marks IS 'Footnote or significance marks printed with the number ("*", "†", a superscript letter); NULL when none.';
 COMMENT ON COLUMN table_cells.is_header IS 'Whether the cell is in a header row of the table.';
 COMMENT ON COLUMN table_cells.ref_paper_id IS 'Foreign key to metadata.paper_id.';
+
+CREATE TABLE IF NOT EXISTS citation_links (
+    citing_paper_id UUID NOT NULL,
+    cited_paper_id UUID NOT NULL,
+    reference_id UUID PRIMARY KEY,
+    method VARCHAR NOT NULL,
+    score DOUBLE NOT NULL
+);
+COMMENT ON TABLE citation_links IS 'The in-corpus citation graph: one row per bibliography entry (reference row) that names a paper of this corpus. Resolved at every publish (neusym/ingest/citations.py); a reference naming no corpus paper has no row. Count with the views paper_citations and cited_by.';
+COMMENT ON COLUMN citation_links.citing_paper_id IS 'The paper whose bibliography holds the entry (metadata.paper_id).';
+COMMENT ON COLUMN citation_links.cited_paper_id IS 'The corpus paper the entry names (metadata.paper_id).';
+COMMENT ON COLUMN citation_links.reference_id IS 'Foreign key to reference.reference_id.';
+COMMENT ON COLUMN citation_links.method IS 'How the entry was resolved: title (the paper''s whole title occurs in the entry), doi, arxiv, anthology (an identifier printed in the entry), or fuzzy (near-exact title alignment).';
+COMMENT ON COLUMN citation_links.score IS 'Match score 0-100: 100 for title and identifier matches, the title alignment score for fuzzy ones.';
+
+CREATE TABLE IF NOT EXISTS citation_state (
+    paper_id UUID PRIMARY KEY,
+    target_signature VARCHAR NOT NULL,
+    references_signature VARCHAR
+);
+COMMENT ON TABLE citation_state IS 'Bookkeeping of the incremental citation resolution: per paper, a signature of its title and identifiers (as a cited paper) and of its references (as a citing paper) at the last resolution.';
+COMMENT ON COLUMN citation_state.paper_id IS 'Foreign key to metadata.paper_id.';
+COMMENT ON COLUMN citation_state.target_signature IS 'Normalised title, year and identifiers the paper was last matched with.';
+COMMENT ON COLUMN citation_state.references_signature IS 'md5 of the paper''s reference ids and texts at the last resolution; NULL for a paper without references.';

@@ -4,6 +4,8 @@ Every path that changes the corpus ends here — ``neusym ingest``, ``neusym cra
 enrich``, ``neusym publish`` and the DAGs' ``publish`` tasks. :func:`publish` builds the new version
 with :class:`neusym.store.versions.VersionBuilder`:
 
+0. in the writer's database, resolve new references and newly arrived papers into the in-corpus
+   citation graph (``citation_links``, :mod:`neusym.ingest.citations`) and re-create the views;
 1. copy and check the writer's database (the version's ``corpus.duckdb``);
 2. cell collection: compare each paper's *fingerprint* (hash of all its encodable cells and the
    encoder version, :func:`paper_fingerprints`) with the previous version's; for new and changed
@@ -47,13 +49,17 @@ from neusym.encode import (
     text_sha,
 )
 from neusym.ids import point_id
+from neusym.ingest.citations import CitationReport, update_citation_links
 from neusym.settings import Settings
 from neusym.store.cells import CELL_SCHEMA
-from neusym.store.db import connect_plain_readonly
+from neusym.store.db import connect_plain_readonly, writer
+from neusym.store.views import create_views
 from neusym.store.vectors import Filter, Match, Point, VectorBackend
 from neusym.store.versions import PublishError, VersionBuilder, VersionInfo, crash_point
 
 PAPER_BATCH = 64
+MANIFEST_ADDED = 200
+"""The manifest lists the ids of at most this many papers a publish added (``changes.added``; the landing page shows them)."""
 
 
 class PublishReport(BaseModel):
@@ -65,7 +71,8 @@ class PublishReport(BaseModel):
     and removed; ``vectors_staged`` / ``vectors_encoded`` / ``vectors_derived``: where the dense
     vectors of upserted cells came from; ``paper_index``: the paper-index sync report;
     ``paper_encoder``: the version tag of the encoder the paper index was built with (``"4/retriever-<id>"``
-    for a corpus-adapted one); ``rows``: rows per table; ``seconds``: wall time per step.
+    for a corpus-adapted one); ``citations``: what the citation resolution before the build did
+    (:class:`neusym.ingest.citations.CitationReport`); ``rows``: rows per table; ``seconds``: wall time per step.
     """
 
     version: int
@@ -82,6 +89,7 @@ class PublishReport(BaseModel):
     vectors_derived: int = 0
     paper_index: dict = Field(default_factory=dict)
     paper_encoder: str | None = None
+    citations: dict = Field(default_factory=dict)
     rows: dict[str, int] = Field(default_factory=dict)
     seconds: dict[str, float] = Field(default_factory=dict)
 
@@ -304,6 +312,25 @@ class _CellSync:
 
 
 # ------------------------------------------------------------------------------------- publish
+def link_citations(settings: Settings, *, wait_s: float | None = None, full: bool = False) -> CitationReport:
+    """Resolve the writer database's new references and new papers into ``citation_links`` and (re)create the
+    documented views (:mod:`neusym.ingest.citations`), under the writer lock. A home without a corpus
+    database yet gets nothing (an empty report). Raises :class:`neusym.store.db.WriterBusyError`,
+    :class:`neusym.store.versions.PublishError` (another process holds the database file), duckdb.Error."""
+    import duckdb
+
+    if not Path(settings.db_path).is_file():
+        return CitationReport()
+    try:
+        with writer(settings, wait_s=wait_s) as con:
+            report = update_citation_links(con, full=full)
+            create_views(con)
+    except duckdb.IOException as exc:  # another process (not a neusym writer) holds the file
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise PublishError(f"cannot open {settings.db_path} to link citations before publishing: {first}") from None
+    return report
+
+
 def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None = None,
             wait_s: float | None = None, retriever: "Path | str" = "keep") -> PublishReport:
     """Publish the writer's database as the next corpus version (see the module docstring).
@@ -320,9 +347,11 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
     from neusym.store.paper_index import PAPER_SCHEMA, sync_paper_index
 
     seconds: dict[str, float] = {}
+    citations = link_citations(settings, wait_s=wait_s)
+    seconds["citations"] = citations.seconds
     with VersionBuilder(settings, wait_s=wait_s) as build:
         report = PublishReport(version=build.number, parent=build.previous.number if build.previous else None,
-                               rows=build.rows)
+                               rows=build.rows, citations=citations.to_dict())
         con = connect_plain_readonly(build.db_path)
         try:
             t = time.perf_counter()
@@ -331,6 +360,7 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
             previous = _read_fingerprints(build.previous)
             changed = sorted(p for p, (fp, _) in fps.items() if previous.get(p) != fp)
             removed = sorted(p for p in previous if p not in fps)
+            added = [p for p in changed if p not in previous]
             report.papers = con.execute("SELECT count(*) FROM metadata").fetchone()[0]
             report.papers_changed, report.papers_removed = len(changed), len(removed)
             report.papers_unchanged = len(fps) - len(changed)
@@ -377,7 +407,9 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
              "points": {"cells": report.points, "papers": index.papers},
              "cells": expected, "papers": report.papers, "timings": seconds,
              "changes": {"papers_changed": len(changed), "papers_removed": len(removed),
-                         "upserted": report.upserted, "deleted": report.deleted}},
+                         "papers_added": len(added), "added": added[:MANIFEST_ADDED],
+                         "upserted": report.upserted, "deleted": report.deleted},
+             "citations": report.citations},
             files={"fingerprints.parquet": _fingerprint_bytes(fps)},
         )
         seconds.update({k: v for k, v in info.manifest["timings"].items() if k not in seconds})

@@ -15,7 +15,8 @@ import duckdb
 
 from neusym.store.sqlfiles import sql_dir
 
-VIEW_NAMES = ("papers_per_venue_year", "paper_overview", "author_paper", "element_search", "result_cells")
+VIEW_NAMES = ("papers_per_venue_year", "paper_overview", "author_paper", "element_search", "result_cells",
+              "paper_citations", "cited_by")
 """The views defined by ``sql/views/``, in file order (the order used by the schema documentation)."""
 
 
