@@ -190,3 +190,47 @@ def test_search_filter_open_ask_and_see_the_cited_page(browser, site, corpus_set
     assert headers == ["title", "table_count", "image_count", "equation_count"]
     assert "5 rows" in d.find_element(By.ID, "sql-status").text
     shoot(d, tmp_path, "5-sql")
+
+
+def test_landing_page_and_the_citation_graph_on_the_paper_page(browser, site, corpus_settings, tmp_path):
+    """``/`` shows the corpus (papers per venue and year, what the last refresh added) and the watch panel;
+    a paper cited inside the corpus shows who cites it, with links both ways, and its similar papers."""
+    from selenium.webdriver.common.by import By
+
+    live, _ = site
+    d = browser
+    css = lambda sel: d.find_elements(By.CSS_SELECTOR, sel)
+    con = connect_readonly(current_version(corpus_settings).db_path)
+    try:
+        ids = dict(con.execute("SELECT title, paper_id::VARCHAR FROM metadata").fetchall())
+        venues = con.execute("SELECT count(DISTINCT (conference_abbreviation, pub_year)) FROM metadata").fetchone()[0]
+        litgraph = ids["Construction of the Literature Graph in Semantic Scholar"]
+        citing = {t for (t,) in con.execute(
+            "SELECT DISTINCT m.title FROM reference r JOIN metadata m ON m.paper_id = r.ref_paper_id "
+            "WHERE r.reference_content ILIKE '%construction of the literature graph in semantic scholar%'").fetchall()}
+    finally:
+        con.close()
+    assert citing == {"SPECTER: Document-level Representation Learning using Citation-informed Transformers"}
+
+    d.get(live.url + "/")
+    until(d, lambda d: "5 papers" in d.find_element(By.ID, "overview-summary").text, what="the overview")
+    assert len(css("#overview-venues tr")) == 1 + venues
+    assert "5 papers" in d.find_element(By.ID, "overview-added-heading").text
+    assert {a.text for a in css("#overview-added a")} == set(ids)
+    assert "no saved searches yet" in d.find_element(By.ID, "watch-list").text
+    shoot(d, tmp_path, "6-landing")
+
+    d.get(live.url + f"/#/paper/{litgraph}")
+    until(d, lambda d: "cited by 1 in this corpus" in d.find_element(By.ID, "paper-counts").text, what="the cited-by count")
+    d.find_element(By.ID, "citedby-tab").click()
+    links = css("#pane-citedby a")
+    assert [a.text for a in links] == sorted(citing)
+    links[0].click()
+    until(d, lambda d: d.find_element(By.ID, "paper-title").text in citing, what="the citing paper")
+    d.find_element(By.CSS_SELECTOR, "#paper-tabs button[data-pane=references]").click()
+    back = [a for a in css("#pane-references a.in-corpus") if a.get_attribute("href").endswith(f"#/paper/{litgraph}")]
+    assert len(back) == 1
+    d.find_element(By.CSS_SELECTOR, "#paper-tabs button[data-pane=similar]").click()
+    until(d, lambda d: len(css("#pane-similar li")) == 4, what="the similar papers")
+    assert "similarity" in css("#pane-similar li")[0].text
+    shoot(d, tmp_path, "7-cited-by")

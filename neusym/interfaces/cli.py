@@ -24,6 +24,27 @@ def _settings() -> Settings:
     return Settings()
 
 
+def _watches_after_publish(settings: Settings) -> None:
+    """Evaluate the saved searches against the version just published (``neusym ingest`` / ``crawl``), so a
+    home without the scheduler gets the same feeds; a line on stderr says what they found. A failure is
+    reported and never fails the command that published."""
+    from neusym.store.watches import store_path
+
+    if not store_path(settings).is_file():
+        return
+    from neusym.query.watches import run_watches
+
+    try:
+        report = run_watches(settings)
+    except Exception as exc:  # noqa: BLE001 - the publish succeeded; the feeds catch up at the next run
+        err.print(f"[yellow]warning:[/yellow] saved searches not evaluated: {exc}", soft_wrap=True, highlight=False)
+        return
+    if report.watches:
+        new = sum(n or 0 for n in report.new_matches.values())
+        err.print(f"watches: {report.evaluated} of {report.watches} evaluated against version {report.version}, "
+                  f"{new} new papers", highlight=False)
+
+
 @app.command()
 def ingest(
     paths: List[Path] = typer.Argument(..., help="PDF files or folders (searched recursively)."),
@@ -56,6 +77,7 @@ def ingest(
     except NeusymError as exc:  # no PDF in the inputs; another writer holds the home; a failed publish check
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
+    _watches_after_publish(settings)
     if as_json:
         print(report.model_dump_json(indent=1))
         return
@@ -136,6 +158,7 @@ def crawl(
     except (SourceError, NeusymError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
+    _watches_after_publish(settings)
     if as_json:
         print(report.model_dump_json(indent=1))
         if any(c.status == "failed" for c in report.crawled):
@@ -242,7 +265,9 @@ def search(
     year: Optional[int] = typer.Option(None, "--year", help="Publication year."),
     author: Optional[str] = typer.Option(None, "--author", help="Author name or last name."),
     limit: int = typer.Option(10, "--limit", help="Number of papers."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits, best first."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of hits, best first (= --format json)."),
+    fmt: str = typer.Option("table", "--format", help="table | json | bibtex | ris: bibtex and ris print a citation "
+                            "entry per hit, read from the same corpus version's metadata."),
     accurate: bool = typer.Option(False, "--accurate", help="Accurate mode: the configured LLM (NEUSYM_LLM_BASE_URL, "
                                   "else the offline model) writes a hypothetical title + abstract of the paper you "
                                   "describe, whose words and vector join the query (HyDE); one LLM call per query."),
@@ -253,25 +278,53 @@ def search(
     and DAG run publishes one). With --accurate, an LLM first writes the abstract such a paper would
     have and the search uses it too (seconds; the hypothetical title is printed on stderr, and the
     `default` column / `default_rank` says where each paper was without it; if the LLM fails the
-    default ranking is kept and a note is printed on stderr).
+    default ranking is kept and a note is printed on stderr). --format bibtex / ris prints each hit's
+    citation (the stored BibTeX of crawled papers, else one made from the metadata; see
+    neusym.query.citation_export), best first.
     """
     from rich.markup import escape
 
     from neusym.errors import NeusymError
-    from neusym.store.paper_index import close_paper_indexes, current_paper_index
+    from neusym.store.paper_index import PaperIndex, close_paper_indexes, current_paper_index
 
+    if fmt not in ("table", "json", "bibtex", "ris"):
+        err.print(f"[red]error:[/red] --format must be table, json, bibtex or ris, not {fmt!r}")
+        raise typer.Exit(2)
+    if as_json and fmt not in ("table", "json"):
+        err.print(f"[red]error:[/red] --json is --format json; it cannot be combined with --format {fmt}")
+        raise typer.Exit(2)
+    if as_json:
+        fmt = "json"
     settings = _settings()
+    version = None
+    records: list[dict] = []
     try:
+        index = None
+        if fmt in ("bibtex", "ris"):  # the hits and their metadata from one corpus version
+            from neusym.store.versions import open_version
+
+            version = open_version(settings)
+            index = PaperIndex.of_version(version, settings)
         if accurate:
             from neusym.query.hyde import accurate_search
 
-            result = accurate_search(current_paper_index(settings), query, venue=venue, year=year, author=author,
-                                     limit=limit, settings=settings)
+            result = accurate_search(index or current_paper_index(settings), query, venue=venue, year=year,
+                                     author=author, limit=limit, settings=settings)
             hits = result.hits
         else:
             from neusym.query.paper_search import search_papers
 
-            hits = search_papers(query, venue=venue, year=year, author=author, limit=limit, settings=settings)
+            hits = search_papers(query, venue=venue, year=year, author=author, limit=limit, settings=settings,
+                                 index=index)
+        if version is not None:
+            from neusym.query.citation_export import paper_records
+            from neusym.store.db import connect_readonly
+
+            con = connect_readonly(version.db_path)
+            try:
+                records = paper_records(con, [h.paper_id for h in hits])
+            finally:
+                con.close()
     except ValueError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
@@ -280,14 +333,21 @@ def search(
         raise typer.Exit(1)
     finally:
         close_paper_indexes()
+        if version is not None:
+            version.close()
     if accurate and result.note:
         err.print(f"[yellow]note:[/yellow] {escape(result.note)}", highlight=False, soft_wrap=True)
     elif accurate and result.hypothesis is not None:
         err.print(f"[dim]hypothetical paper ({result.hypothesis.seconds:.1f} s): "
                   f"{escape(result.hypothesis.title or result.hypothesis.abstract[:120])}[/dim]",
                   highlight=False, soft_wrap=True)
-    if as_json:
+    if fmt == "json":
         print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, default=str))
+        return
+    if fmt in ("bibtex", "ris"):
+        from neusym.query.citation_export import to_bibtex, to_ris
+
+        sys.stdout.write((to_bibtex if fmt == "bibtex" else to_ris)(records))
         return
     t = Table()
     cols = ("score", "title", "venue", "year", "authors", "snippet")
@@ -738,6 +798,125 @@ def eval_check_cmd(
                       markup=False, highlight=False)
     if failing:
         raise typer.Exit(1)
+
+
+watch_app = typer.Typer(no_args_is_help=True, help="Saved searches: what is new in the corpus after each refresh "
+                        "(feeds at GET /feeds/NAME.atom of `neusym serve`).")
+app.add_typer(watch_app, name="watch")
+
+
+def _error(exc: object) -> None:
+    from rich.markup import escape
+
+    err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
+
+
+def _watch_store(settings: Settings, readonly: bool = False):
+    from neusym.store.watches import WatchStore
+
+    return WatchStore(settings, readonly=readonly)
+
+
+@watch_app.command("add")
+def watch_add(
+    query: str = typer.Argument(..., help="What to follow: a question or keywords, as for `neusym search`."),
+    venue: Optional[str] = typer.Option(None, "--venue", help="Conference abbreviation, e.g. acl, or findings."),
+    year: Optional[int] = typer.Option(None, "--year", help="Publication year."),
+    author: Optional[str] = typer.Option(None, "--author", help="Author name or last name."),
+    name: Optional[str] = typer.Option(None, "--name", help="The watch's name (its feed is /feeds/NAME.atom); "
+                                       "default: made from the query's words."),
+    replace: bool = typer.Option(False, "--replace", help="Replace a watch of the same name (its matches start afresh)."),
+) -> None:
+    """Save a search. It is evaluated against the current corpus version at once (its first papers are
+    recorded as the corpus already held them) and after every publish (new papers only)."""
+    from neusym.errors import NeusymError
+    from neusym.query.watches import run_watches
+    from neusym.store.watches import WatchError, check_watch, default_name
+
+    settings = _settings()
+    try:
+        watch = check_watch(name or default_name(query), query, venue, year, author)
+        with _watch_store(settings) as store:
+            store.add(watch, replace=replace)
+    except WatchError as exc:
+        _error(exc)
+        raise typer.Exit(2)
+    console.print(f"watch {watch.name}: {watch.query!r}" + "".join(
+        f" {k}={v}" for k, v in (("venue", watch.venue), ("year", watch.year), ("author", watch.author)) if v),
+        markup=False, highlight=False)
+    try:
+        report = run_watches(settings, names=[watch.name])
+    except NeusymError as exc:  # nothing published yet: evaluated after the first publish
+        err.print(f"note: not evaluated yet ({exc})", soft_wrap=True, highlight=False, markup=False)
+        return
+    console.print(f"evaluated against corpus version {report.version}: "
+                  f"{report.new_matches.get(watch.name) or 0} papers recorded", highlight=False)
+
+
+@watch_app.command("list")
+def watch_list(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """The saved searches with their filters, papers found, and the version each was last evaluated against."""
+    settings = _settings()
+    with _watch_store(settings, readonly=True) as store:
+        watches, counts = store.list(), store.counts()
+    rows = [{**w.to_dict(), **counts.get(w.name, {"matches": 0, "new": 0, "last_version": None})} for w in watches]
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return
+    if not rows:
+        console.print("no saved searches (add one with `neusym watch add \"QUERY\"`)", markup=False)
+        return
+    t = Table()
+    for col in ("name", "query", "filters", "papers", "new", "evaluated"):
+        t.add_column(col)
+    for r in rows:
+        filters = " ".join(f"{k}={r[k]}" for k in ("venue", "year", "author") if r[k])
+        t.add_row(r["name"], r["query"], filters, str(r["matches"]), str(r["new"]),
+                  str(r["evaluated_version"] or "never"))
+    console.print(t)
+
+
+@watch_app.command("remove")
+def watch_remove(name: str = typer.Argument(..., help="The watch's name.")) -> None:
+    """Delete a saved search and the papers it found."""
+    from neusym.store.watches import WatchError
+
+    try:
+        with _watch_store(_settings()) as store:
+            store.remove(name)
+    except WatchError as exc:
+        _error(exc)
+        raise typer.Exit(2)
+    console.print(f"removed watch {name}", markup=False, highlight=False)
+
+
+@watch_app.command("run")
+def watch_run(
+    names: Optional[List[str]] = typer.Argument(None, help="Watches to evaluate (default: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the run report as JSON."),
+) -> None:
+    """Evaluate the saved searches against the current corpus version (what the corpus_watches DAG does
+    after each publish). Idempotent: a watch already evaluated against this version adds nothing."""
+    from neusym.errors import NeusymError
+    from neusym.query.watches import run_watches
+    from neusym.store.watches import WatchError
+
+    try:
+        report = run_watches(_settings(), names=names or None)
+    except WatchError as exc:
+        _error(exc)
+        raise typer.Exit(2)
+    except NeusymError as exc:
+        _error(exc)
+        raise typer.Exit(1)
+    if as_json:
+        print(json.dumps(report.to_dict()))
+        return
+    for name, n in report.new_matches.items():
+        console.print(f"{name}: " + ("already evaluated" if n is None else f"{n} new papers"), markup=False,
+                      highlight=False)
+    console.print(f"{report.evaluated} of {report.watches} watches evaluated against version {report.version} "
+                  f"in {report.seconds:.2f} s", highlight=False)
 
 
 @app.command()

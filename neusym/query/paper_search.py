@@ -51,4 +51,35 @@ def search_papers(query: str, *, venue: str | None = None, year: int | str | Non
                            settings=settings or idx.settings, llm=llm).hits
 
 
-__all__ = ["SEARCH_MODES", "search_papers"]
+def similar_papers(index: PaperIndex, paper_id: str, *, limit: int = 10) -> list[PaperHit]:
+    """The papers nearest to ``paper_id`` in the paper index, best first, the paper itself left out.
+
+    Nearest by the cosine similarity of the papers' title-and-abstract vectors (the index's ``minilm``
+    view: all-MiniLM-L6-v2, or the version's corpus-adapted encoder); ``score`` is that similarity
+    (-1..1) and ``snippet`` the start of the paper's abstract. Returns ``[]`` for a paper that is not in
+    the index (e.g. a paper without a title). Raises ``ValueError`` for a non-positive limit.
+    """
+    from neusym.store.paper_index import point_id_for_paper
+    from neusym.store.vectors import QuerySpec
+
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"limit must be a positive integer, got {limit!r}")
+    own = point_id_for_paper(paper_id)
+    records = index.backend.retrieve([own], payload=False, vectors=["minilm"]) if index.backend.exists() else []
+    vector = (records[0].vectors or {}).get("minilm") if records else None
+    if not vector:
+        return []
+    found = index.backend.query([QuerySpec("minilm", list(vector), None, limit + 1, with_payload=True)])[0]
+    hits = []
+    for h in found:
+        p = h.payload or {}
+        if h.id == own or p.get("paper_id") == paper_id:
+            continue
+        abstract = " ".join(" ".join(p.get("sentences") or []).split())
+        hits.append(PaperHit(paper_id=p.get("paper_id"), title=p.get("title"), venue=p.get("venue"),
+                             year=p.get("year"), authors=list(p.get("authors") or []), score=round(float(h.score), 4),
+                             snippet=abstract[:300], anthology_id=p.get("anthology_id"), volume=p.get("volume")))
+    return hits[:limit]
+
+
+__all__ = ["SEARCH_MODES", "search_papers", "similar_papers"]

@@ -593,6 +593,11 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         year: int | None = Query(None, ge=1900, le=2100, description="Publication year."),
         author: str | None = Query(None, max_length=200, description="Author full name or last name."),
         limit: int = Query(10, ge=1, le=100, description="Papers returned."),
+        sort: Literal["relevance", "cited_by"] = Query(
+            "relevance", description="relevance: the ranking's order. cited_by: the first 100 papers of the ranking "
+            "ordered by how many papers of this corpus cite them (in-corpus citation graph), then by relevance."),
+        min_cited_by: int | None = Query(None, ge=0, le=1_000_000, description="Only papers cited by at least this many "
+                                         "papers of this corpus (among the first 100 of the ranking)."),
         mode: Literal["default", "accurate"] = Query(
             "default", description="default: the hybrid search alone (tens of ms). accurate: the configured LLM "
             "first writes a hypothetical title and abstract of the paper asked for, whose words and vector join the "
@@ -618,16 +623,31 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         started = time.perf_counter()
         filters = {"venue": venue or None, "year": year, "author": author or None}
 
+        by_citations = sort == "cited_by" or min_cited_by is not None
+        if by_citations and mode == "accurate":
+            raise BadRequest("sort=cited_by and min_cited_by work with mode=default only")
+
         def work(served: ServedVersion) -> tuple:
             try:
-                found, pool = served.search_with_pool(q, **filters, limit=limit, pool=FACET_POOL)
+                found, pool = served.search_with_pool(q, **filters, limit=FACET_POOL if by_citations else limit,
+                                                      pool=FACET_POOL)
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
-            return served.number, found, pool
+            counts = _cited_by_counts(served, [h.paper_id for h in found])
+            if by_citations:
+                if counts is None:
+                    raise BadRequest(f"corpus version {served.number} has no citation graph (published before it "
+                                     "existed): publish again to sort or filter by citations")
+                if min_cited_by is not None:
+                    found = [h for h in found if counts.get(h.paper_id, 0) >= min_cited_by]
+                if sort == "cited_by":
+                    found = sorted(found, key=lambda h: -counts.get(h.paper_id, 0))  # stable: relevance breaks ties
+            return served.number, found[:limit], pool, counts
 
-        number, found, pool = await state.with_version("search", work)
+        number, found, pool, cited = await state.with_version("search", work)
         payload = {"version": number, "query": q, "mode": mode,
-                   "filters": {"venue": venue, "year": year, "author": author, "limit": limit}}
+                   "filters": {"venue": venue, "year": year, "author": author, "limit": limit, "sort": sort,
+                               "min_cited_by": min_cited_by}}
         if mode == "accurate":
             from neusym.llm.chat import CancellableLLM, make_llm
             from neusym.query.hyde import accurate_search
@@ -647,10 +667,99 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
             payload["version"], accurate = result
             found = accurate.hits
             payload["hyde"] = accurate.to_dict()
-        payload.update({"hits": [{"rank": i + 1, **h.to_dict()} for i, h in enumerate(found[:limit])],
+            ids = [h.paper_id for h in found[:limit]]
+            cited = await state.with_version("search", lambda served: _cited_by_counts(served, ids))
+        payload.update({"hits": [{"rank": i + 1, **h.to_dict(),
+                                  **({"cited_by": cited.get(h.paper_id, 0)} if cited is not None else {})}
+                                 for i, h in enumerate(found[:limit])],
                         "facets": facet_counts(pool), "seconds": round(time.perf_counter() - started, 4)})
         # serialised here (the shape is SearchResponse, as documented): no second validation pass
         return Response(json.dumps(payload, ensure_ascii=False), media_type="application/json")
+
+    # -- citation export (neusym.query.citation_export): a search's hits or one paper as BibTeX / RIS ----------
+    # Registered before /papers/{paper_id}, whose path parameter would otherwise take "ID.bib".
+    def export_query(
+        q: str = Query(..., min_length=1, max_length=1000, description="A question or keywords."),
+        venue: str | None = Query(None, max_length=64, description="Conference abbreviation (acl, emnlp, ...) "
+                                  "or 'findings' (Findings volumes of any conference)."),
+        year: int | None = Query(None, ge=1900, le=2100, description="Publication year."),
+        author: str | None = Query(None, max_length=200, description="Author full name or last name."),
+        limit: int = Query(10, ge=1, le=100, description="Papers returned."),
+    ) -> dict:
+        """The parameters of /search (default mode) shared by /search.bib and /search.ris."""
+        if not q.strip():
+            raise BadRequest("q must not be blank")
+        return {"q": q, "venue": venue or None, "year": year, "author": author or None, "limit": limit}
+
+    async def search_records(params: dict) -> list[dict]:
+        """metadata records (:func:`neusym.query.citation_export.paper_records`) of /search's hits, best first,
+        hits and rows from one served version."""
+        from neusym.query.citation_export import paper_records
+
+        def work(served: ServedVersion) -> list[dict]:
+            try:  # the ranking /search shows (same pool depth, so the same fused scores)
+                found, _ = served.search_with_pool(params["q"], venue=params["venue"], year=params["year"],
+                                                   author=params["author"], limit=params["limit"], pool=FACET_POOL)
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from None
+            cur = served.cursor()
+            try:
+                return paper_records(cur, [h.paper_id for h in found[:params["limit"]]])
+            finally:
+                cur.close()
+
+        return await state.with_version("search", work)
+
+    async def paper_record(paper_id: str) -> list[dict]:
+        """[the metadata record of one paper]; :class:`NotFound` for a malformed or unknown id."""
+        from neusym.query.citation_export import paper_records
+
+        pid = parse_paper_id(paper_id)
+
+        def work(served: ServedVersion) -> list[dict]:
+            cur = served.cursor()
+            try:
+                return paper_records(cur, [pid])
+            finally:
+                cur.close()
+
+        records = await state.with_version("meta", work)
+        if not records:
+            raise NotFound(f"no paper with id {pid} in this corpus version")
+        return records
+
+    def export_response(records: list[dict], kind: str, filename: str) -> Response:
+        from neusym.query.citation_export import BIBTEX_MEDIA_TYPE, RIS_MEDIA_TYPE, to_bibtex, to_ris
+
+        text, media = (to_bibtex(records), BIBTEX_MEDIA_TYPE) if kind == "bib" else (to_ris(records), RIS_MEDIA_TYPE)
+        return Response(text, media_type=media,
+                        headers={"Content-Disposition": f'attachment; filename="{filename}.{kind}"'})
+
+    _BIB = {200: {"content": {"application/x-bibtex": {}}, "description": "BibTeX entries, one per paper."}}
+    _RIS = {200: {"content": {"application/x-research-info-systems": {}}, "description": "RIS records, one per paper."}}
+
+    @api.get("/search.bib", tags=["search"], response_class=Response, responses=_BIB)
+    async def search_bibtex(params: dict = Depends(export_query)) -> Response:
+        """The hits of ``/search`` (default mode, same parameters) as BibTeX, best first: a crawled paper's
+        stored entry (e.g. the ACL Anthology's, with its citation key and DOI), else one generated from
+        its metadata (:mod:`neusym.query.citation_export`). An attachment ``neusym-search.bib``."""
+        return export_response(await search_records(params), "bib", "neusym-search")
+
+    @api.get("/search.ris", tags=["search"], response_class=Response, responses=_RIS)
+    async def search_ris(params: dict = Depends(export_query)) -> Response:
+        """The hits of ``/search`` (default mode, same parameters) as RIS records (TY CONF or GEN, TI, AU,
+        PY, T2, UR, AB, DO, ID), best first. An attachment ``neusym-search.ris``."""
+        return export_response(await search_records(params), "ris", "neusym-search")
+
+    @api.get("/papers/{paper_id}.bib", tags=["papers"], response_class=Response, responses=_BIB)
+    async def paper_bibtex(paper_id: str = PathParam(..., description="metadata.paper_id (UUID)")) -> Response:
+        """One paper's BibTeX entry (as in ``/search.bib``). 404 for an unknown or malformed id."""
+        return export_response(await paper_record(paper_id), "bib", f"neusym-{parse_paper_id(paper_id)}")
+
+    @api.get("/papers/{paper_id}.ris", tags=["papers"], response_class=Response, responses=_RIS)
+    async def paper_ris(paper_id: str = PathParam(..., description="metadata.paper_id (UUID)")) -> Response:
+        """One paper's RIS record (as in ``/search.ris``). 404 for an unknown or malformed id."""
+        return export_response(await paper_record(paper_id), "ris", f"neusym-{parse_paper_id(paper_id)}")
 
     @api.post("/sql", tags=["sql"], response_model=SqlResponse,
               responses={200: {"content": {"text/csv": {}}, "description": "JSON (format json) or CSV (format csv)."}})
@@ -727,6 +836,79 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
                 cur.close()
 
         return JSONResponse(jsonable_encoder(await state.with_version("meta", work)))
+
+    @api.get("/papers/{paper_id}/similar", tags=["papers"])
+    async def similar(paper_id: str = PathParam(..., description="metadata.paper_id (UUID)"),
+                      limit: int = Query(10, ge=1, le=50, description="Papers returned.")) -> JSONResponse:
+        """The papers most similar to one paper, best first: nearest neighbours of its title-and-abstract
+        vector in the paper index (:func:`neusym.query.paper_search.similar_papers`); ``score`` is the
+        cosine similarity. 404 for an unknown id."""
+        from neusym.query.paper_search import similar_papers
+
+        def work(served: ServedVersion) -> dict:
+            pid = parse_paper_id(paper_id)
+            cur = served.cursor()
+            try:
+                if not paper_titles(cur, [pid]):
+                    raise NotFound(f"no paper with id {pid} in this corpus version")
+            finally:
+                cur.close()
+            hits = similar_papers(served.index, pid, limit=limit)
+            return {"version": served.number, "paper_id": pid,
+                    "hits": [{"rank": i + 1, **h.to_dict()} for i, h in enumerate(hits)]}
+
+        return JSONResponse(jsonable_encoder(await state.with_version("search", work)))
+
+    @api.get("/overview", tags=["papers"])
+    async def overview() -> JSONResponse:
+        """The corpus at a glance (the landing page): papers, parsed papers and pages; papers per venue and
+        year (view ``papers_per_venue_year``); what the last refresh added (from the version's manifest);
+        the size of the in-corpus citation graph (:func:`neusym.interfaces.service.feeds.corpus_overview`)."""
+        from neusym.interfaces.service.feeds import corpus_overview
+
+        def work(served: ServedVersion) -> dict:
+            cur = served.cursor()
+            try:
+                return corpus_overview(cur, served.version.info.manifest, served.number)
+            finally:
+                cur.close()
+
+        return JSONResponse(jsonable_encoder(await state.with_version("meta", work)))
+
+    @api.get("/watches", tags=["watches"])
+    async def watches(recent: int = Query(5, ge=0, le=50, description="Newest matches listed per watch.")) -> JSONResponse:
+        """The saved searches (``neusym watch add``) with the papers each found: ``matches``, ``new`` (papers
+        of the newest corpus version that matched any, the first evaluation not counted), ``feed`` (the
+        relative URL of its Atom feed) and its ``recent`` matches, newest first."""
+        from neusym.interfaces.service.feeds import watches_payload
+        from neusym.store.watches import WatchStore
+
+        def work() -> list[dict]:
+            with WatchStore(settings, readonly=True) as store:
+                listed = store.list()
+                return watches_payload(listed, store.counts(),
+                                       {w.name: store.matches(w.name, limit=recent) for w in listed} if recent else {})
+
+        return JSONResponse(jsonable_encoder({"watches": await state.run("meta", work)}))
+
+    @api.get("/feeds/{name}.atom", tags=["watches"], response_class=Response,
+             responses={200: {"content": {"application/atom+xml": {}}, "description": "An Atom 1.0 feed."}})
+    async def feed(request: Request, name: str = PathParam(..., max_length=64, description="The watch's name.")) -> Response:
+        """The Atom feed of one saved search: its newest matched papers (at most 50), each linking to the
+        paper on this page. 404 for an unknown watch."""
+        from neusym.interfaces.service.feeds import FEED_ENTRIES, atom_feed
+        from neusym.store.watches import WatchError, WatchStore
+
+        def work() -> bytes:
+            with WatchStore(settings, readonly=True) as store:
+                try:
+                    watch = store.get(name)
+                except WatchError as exc:
+                    raise NotFound(str(exc)) from None
+                return atom_feed(watch, store.matches(name, limit=FEED_ENTRIES), base_url=str(request.base_url))
+
+        body = await state.run("meta", work)
+        return Response(body, media_type="application/atom+xml; charset=utf-8")
 
     @api.get("/papers/{paper_id}/pages/{page}.png", tags=["papers"], response_class=Response,
              responses={200: {"content": {"image/png": {}}, "description": "The rendered page."}})
@@ -978,6 +1160,23 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
     app.include_router(api)
     use_openai_errors(app)  # errors on /v1 paths in OpenAI's shape
     return app
+
+
+def _cited_by_counts(served: ServedVersion, paper_ids: list[str]) -> dict[str, int] | None:
+    """paper id -> in-corpus cited-by count (view ``paper_citations``) of ``paper_ids``; None when the version
+    predates the citation graph."""
+    cur = served.cursor()
+    try:
+        cur.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'paper_citations' AND NOT internal")
+        if not cur.fetchone()[0]:
+            return None
+        if not paper_ids:
+            return {}
+        cur.execute("SELECT paper_id::VARCHAR, cited_by_count FROM paper_citations WHERE paper_id::VARCHAR IN "
+                    f"({', '.join('?' for _ in paper_ids)})", list(paper_ids))
+        return {pid: int(n) for pid, n in cur.fetchall()}
+    finally:
+        cur.close()
 
 
 def _is_uuid(value: str) -> bool:

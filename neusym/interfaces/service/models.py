@@ -38,6 +38,8 @@ class SearchHit(BaseModel):
     volume: str | None = None
     default_rank: int | None = Field(None, description="Only with mode=accurate: the paper's 1-based place in the "
                                      "default ranking (absent when below its first 100).")
+    cited_by: int | None = Field(None, description="How many papers of this corpus cite it (view paper_citations); "
+                                 "absent on versions published before the citation graph existed.")
 
 
 class SearchHyde(BaseModel):

@@ -96,7 +96,10 @@ def paper_detail(cur: Any, paper_id: str, settings: Any = None) -> dict:
     "summary", "page_number", "bounding_box"}], "figures": [{"image_id", "caption", "summary",
     "ocr_text", "page_number", "bounding_box"}], "equations": [{"equation_id", "content", "number",
     "page_number", "bounding_box"}], "references": [{"reference_id", "content", "ordinal",
-    "page_number"}], "counts": {...}}``; bounding boxes are ``[x0, y0, width, height]`` in PDF points
+    "page_number", "cited_paper_id", "cited_title"}], "cited_by": [{"paper_id", "title", "venue", "year"}],
+    "counts": {...}}``; ``cited_paper_id``/``cited_title`` name the corpus paper a reference names (None
+    when it names none, or the version predates the citation graph), ``cited_by`` the corpus papers
+    whose references name this one (``citation_links``); bounding boxes are ``[x0, y0, width, height]`` in PDF points
     from the top-left corner. ``has_pdf``: the paper's PDF is readable on this host (needs
     ``settings``: :func:`neusym.store.pdfs.pdf_file`; False without them). Raises :class:`NotFound`
     for an unknown or malformed id.
@@ -125,8 +128,21 @@ def paper_detail(cur: Any, paper_id: str, settings: Any = None) -> dict:
     equations = rows("equations", "SELECT equation_id::VARCHAR AS equation_id, equation_content, equation_number, "
                                   "page_number, bounding_box FROM equations WHERE ref_paper_id = ? "
                                   "ORDER BY page_number, ordinal")
-    references = rows("reference", "SELECT reference_id::VARCHAR AS reference_id, reference_content, ordinal, "
-                                   "page_number FROM reference WHERE ref_paper_id = ? ORDER BY ordinal")
+    if "citation_links" in present:  # the in-corpus citation graph (versions published since it exists)
+        references = rows("reference", "SELECT r.reference_id::VARCHAR AS reference_id, r.reference_content, r.ordinal, "
+                                       "r.page_number, l.cited_paper_id::VARCHAR AS cited_paper_id, "
+                                       "c.title AS cited_title FROM reference r "
+                                       "LEFT JOIN citation_links l ON l.reference_id = r.reference_id "
+                                       "LEFT JOIN metadata c ON c.paper_id = l.cited_paper_id "
+                                       "WHERE r.ref_paper_id = ? ORDER BY r.ordinal")
+        cited_by = rows("citation_links", "SELECT DISTINCT m.paper_id::VARCHAR AS paper_id, m.title, "
+                                          "m.conference_abbreviation AS venue, m.pub_year AS year FROM citation_links l "
+                                          "JOIN metadata m ON m.paper_id = l.citing_paper_id WHERE l.cited_paper_id = ? "
+                                          "ORDER BY m.pub_year DESC NULLS LAST, m.title")
+    else:
+        references = rows("reference", "SELECT reference_id::VARCHAR AS reference_id, reference_content, ordinal, "
+                                       "page_number FROM reference WHERE ref_paper_id = ? ORDER BY ordinal")
+        cited_by = []
     nodes: dict[str, dict] = {}
     roots: list[dict] = []
     for s in sections:
@@ -167,9 +183,14 @@ def paper_detail(cur: Any, paper_id: str, settings: Any = None) -> dict:
                        "number": e["equation_number"], "page_number": e["page_number"],
                        "bounding_box": _box(e["bounding_box"])} for e in equations],
         "references": [{"reference_id": r["reference_id"], "content": r["reference_content"],
-                        "ordinal": r["ordinal"], "page_number": r["page_number"]} for r in references],
+                        "ordinal": r["ordinal"], "page_number": r["page_number"],
+                        "cited_paper_id": r.get("cited_paper_id"), "cited_title": r.get("cited_title")}
+                       for r in references],
+        "cited_by": cited_by,
         "counts": {"pages": len(pages), "sections": len(sections), "tables": len(tables), "figures": len(images),
-                   "equations": len(equations), "references": len(references)},
+                   "equations": len(equations), "references": len(references),
+                   "references_in_corpus": sum(1 for r in references if r.get("cited_paper_id")),
+                   "cited_by": len(cited_by)},
     }
 
 

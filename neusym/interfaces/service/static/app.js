@@ -78,6 +78,22 @@ function pageUrl(paperId, page, bbox, extra = "") {
   return params.length ? url + "?" + params.join("&") : url;
 }
 
+function exportLink(href, filename, title) {
+  // a citation download (search.bib?..., papers/<id>.bib); with an API key set, fetched with its header
+  // and saved from a blob URL (a plain link cannot send the header)
+  return el("a", { href, download: filename, class: "export", title, text: "BibTeX", onclick: async (ev) => {
+    if (!localStorage.getItem(KEY_STORE)) return;
+    ev.preventDefault();
+    try {
+      const url = URL.createObjectURL(await (await api(href)).blob());
+      el("a", { href: url, download: filename }).click();
+      setTimeout(() => URL.revokeObjectURL(url), 10000);
+    } catch (e) {
+      notice(e.message);
+    }
+  } });
+}
+
 async function openPage(paperId, page, bbox, caption, url) {
   const dialog = $("page-dialog");
   $("page-caption").textContent = caption || `page ${page}`;
@@ -112,26 +128,33 @@ function route() {
 // ------------------------------------------------------------------------------ search
 function searchHash(filters) {
   const p = new URLSearchParams();
-  for (const k of ["q", "venue", "year", "author"]) if (filters[k]) p.set(k, filters[k]);
+  for (const k of ["q", "venue", "year", "author", "sort"]) if (filters[k]) p.set(k, filters[k]);
   return "#/search?" + p.toString();
 }
 
 async function showSearch(params) {
   const f = { q: params.get("q") || "", venue: params.get("venue") || "", year: params.get("year") || "",
-              author: params.get("author") || "" };
+              author: params.get("author") || "", sort: params.get("sort") || "" };
   $("q").value = f.q; $("venue").value = f.venue; $("year").value = f.year; $("author").value = f.author;
-  if (!f.q) { $("results").replaceChildren(); $("facets").hidden = true; $("result-summary").textContent = ""; return; }
+  $("sort").value = f.sort;
+  $("home").hidden = !!f.q;
+  if (!f.q) {
+    $("results").replaceChildren(); $("facets").hidden = true; $("result-summary").textContent = "";
+    showHome();
+    return;
+  }
   const key = JSON.stringify(f);
   if (state.lastSearch && state.lastSearch.key === key) return;  // back from a paper: keep the list
   const p = new URLSearchParams({ q: f.q, limit: "20" });
   if (f.venue) p.set("venue", f.venue);
   if (f.year) p.set("year", f.year);
   if (f.author) p.set("author", f.author);
+  if (f.sort) p.set("sort", f.sort);
   $("result-summary").textContent = "searching…";
   try {
     const data = await (await api("search?" + p.toString())).json();
     state.lastSearch = { key, filters: f, data };
-    renderResults(f, data);
+    renderResults(f, data, p.toString());
   } catch (e) {
     $("result-summary").textContent = "";
     $("results").replaceChildren();
@@ -139,9 +162,11 @@ async function showSearch(params) {
   }
 }
 
-function renderResults(f, data) {
+function renderResults(f, data, query) {
   $("result-summary").textContent =
     `${data.hits.length} papers (corpus version ${data.version}, ${(data.seconds * 1000).toFixed(0)} ms)`;
+  if (data.hits.length) $("result-summary").append(" · ",
+    exportLink("search.bib?" + query, "neusym-search.bib", "these results as BibTeX"));
   $("results").replaceChildren(...data.hits.map((h) => el("li", { class: "hit", "data-paper-id": h.paper_id },
     el("a", { class: "hit-title", href: `#/paper/${h.paper_id}`, text: h.title }),
     el("div", { class: "meta" },
@@ -149,7 +174,8 @@ function renderResults(f, data) {
       h.year ? el("span", { class: "badge", text: String(h.year) }) : null,
       h.volume ? el("span", { class: "badge light", text: h.volume }) : null,
       el("span", { class: "authors", text: (h.authors || []).slice(0, 6).join(", ") + ((h.authors || []).length > 6 ? ", …" : "") }),
-      el("span", { class: "score", text: `score ${h.score.toFixed(2)}` })),
+      el("span", { class: "score", text: `score ${h.score.toFixed(2)}` }),
+      h.cited_by ? el("span", { class: "cited", text: `cited by ${h.cited_by} in corpus` }) : null),
     el("p", { class: "snippet", text: h.snippet }))));
   // facets
   const facetItem = (name, v) => {
@@ -172,11 +198,55 @@ function renderResults(f, data) {
   $("venue-list").replaceChildren(...[...venues].map((v) => el("option", { value: v })));
 }
 
+// ------------------------------------------------------------------------------ landing: the corpus and the watches
+function paperLink(x) {
+  const label = [x.venue ? x.venue.toUpperCase() : null, x.year].filter(Boolean).join(" ");
+  return el("li", {}, el("a", { href: `#/paper/${x.paper_id}`, text: x.title || x.paper_id }),
+    label ? el("span", { class: "hint", text: " " + label }) : null);
+}
+
+async function showHome() {
+  try {
+    const o = await (await api("overview")).json();
+    const when = o.published_at ? ` · published ${o.published_at.replace("T", " ").replace("+00:00", " UTC")}` : "";
+    const cites = o.citations ? ` · ${o.citations.links} in-corpus citations to ${o.citations.papers_cited} papers` : "";
+    $("overview-summary").textContent =
+      `${o.papers} papers (${o.parsed} parsed, ${o.pages} pages), corpus version ${o.version}${when}${cites}`;
+    $("overview-venues").replaceChildren(
+      el("tr", {}, el("th", { text: "venue" }), el("th", { text: "year" }), el("th", { text: "papers" }), el("th", { text: "parsed" })),
+      ...o.venues.map((v) => el("tr", {},
+        el("td", {}, v.venue ? el("a", { href: searchHash({ venue: v.venue.toLowerCase(), year: v.year || "" }),
+          title: "search within this venue and year", "data-venue": v.venue, text: v.venue }) : el("span", { text: "unknown" })),
+        el("td", { text: v.year ? String(v.year) : "unknown" }), el("td", { text: String(v.papers) }),
+        el("td", { text: String(v.parsed) }))));
+    const r = o.last_refresh || {};
+    $("overview-added-heading").textContent = r.papers_added === undefined || r.papers_added === null
+      ? "Added by the last refresh" : `Added by the last refresh: ${r.papers_added} papers`
+        + (r.papers_changed ? ` (${r.papers_changed} new or changed)` : "");
+    $("overview-added").replaceChildren(...(r.added || []).map(paperLink));
+  } catch (e) {
+    $("overview-summary").textContent = e.message;
+  }
+  try {
+    const w = (await (await api("watches")).json()).watches;
+    $("watch-list").replaceChildren(...(w.length ? w.map((x) => el("div", { class: "watch", "data-watch": x.name },
+      el("h3", {}, el("span", { text: x.query }), " ",
+        el("a", { href: x.feed, class: "feed", title: "Atom feed of this saved search", text: "feed" })),
+      el("p", { class: "hint", text: `${x.new} new · ${x.matches} papers found` +
+        (x.evaluated_version ? ` · evaluated against version ${x.evaluated_version}` : " · not evaluated yet") }),
+      el("ol", {}, x.recent.map((m) => el("li", {}, el("a", { href: `#/paper/${m.paper_id}`, text: m.title }),
+        el("span", { class: "hint", text: m.initial ? " already in the corpus" : ` new in version ${m.version}` }))))))
+      : [el("p", { class: "hint", text: "no saved searches yet" })]));
+  } catch (e) {
+    $("watch-list").replaceChildren(el("p", { class: "hint", text: e.message }));
+  }
+}
+
 $("search-form").addEventListener("submit", (ev) => {
   ev.preventDefault();
   state.lastSearch = null;
   location.hash = searchHash({ q: $("q").value.trim(), venue: $("venue").value.trim(), year: $("year").value.trim(),
-                               author: $("author").value.trim() });
+                               author: $("author").value.trim(), sort: $("sort").value });
 });
 
 // ------------------------------------------------------------------------------ paper view
@@ -216,6 +286,7 @@ function renderPaper(p) {
     p.conference_full ? el("span", { class: "hint", text: p.conference_full }) : null,
     p.num_pages ? el("span", { class: "hint", text: `${p.num_pages} pages` }) : null,
     p.download_url ? el("a", { href: p.download_url, target: "_blank", rel: "noopener", text: "PDF" }) : null,
+    exportLink(`papers/${encodeURIComponent(p.paper_id)}.bib`, `neusym-${p.paper_id}.bib`, "this paper as BibTeX"),
   ].filter(Boolean));
   $("paper-authors").textContent = (p.authors || []).join(", ");
   $("paper-abstract").textContent = p.abstract || "(no abstract)";
@@ -224,6 +295,7 @@ function renderPaper(p) {
   const c = p.counts;
   $("paper-counts").textContent = p.has_pdf
     ? `${c.sections} sections · ${c.tables} tables · ${c.figures} figures · ${c.equations} equations · ${c.references} references`
+      + (c.references_in_corpus ? ` (${c.references_in_corpus} in this corpus)` : "") + ` · cited by ${c.cited_by || 0} in this corpus`
     : "only the metadata of this paper is in the corpus (its PDF has not been parsed)";
   $("pane-sections").replaceChildren(...(p.sections.length ? p.sections.map(sectionNode) : [el("p", { class: "hint", text: "no sections" })]));
   $("pane-tables").replaceChildren(...(p.tables.length ? p.tables.map((t) => {
@@ -249,14 +321,27 @@ function renderPaper(p) {
       e.bounding_box ? showOnPage(p, e.page_number, e.bounding_box, `Equation ${e.number || ""}`) : null)))]
     : [el("p", { class: "hint", text: "no equations" })]));
   $("pane-references").replaceChildren(...(p.references.length ? [el("ol", {}, p.references.map((r) =>
-    el("li", { text: r.content || "" })))] : [el("p", { class: "hint", text: "no references" })]));
+    el("li", { text: r.content || "" }, r.cited_paper_id ? el("a", { class: "in-corpus", href: `#/paper/${r.cited_paper_id}`,
+      title: r.cited_title || "", text: " → in this corpus" }) : null)))] : [el("p", { class: "hint", text: "no references" })]));
+  const citedBy = p.cited_by || [];
+  $("citedby-tab").textContent = `Cited by (${citedBy.length})`;
+  $("pane-citedby").replaceChildren(
+    el("p", { class: "hint", id: "cited-by-count", text: `cited by ${citedBy.length} papers in this corpus` }),
+    ...(citedBy.length ? [el("ol", {}, citedBy.map(paperLink))] : []));
+  $("pane-similar").replaceChildren(el("p", { class: "hint", text: "loading…" }));
+  api(`papers/${encodeURIComponent(p.paper_id)}/similar?limit=10`).then((r) => r.json()).then((d) => {
+    $("pane-similar").replaceChildren(...(d.hits.length ? [el("ol", {}, d.hits.map((h) => el("li", {},
+      el("a", { href: `#/paper/${h.paper_id}`, text: h.title }),
+      el("span", { class: "hint", text: ` ${[h.venue, h.year].filter(Boolean).join(" ")} · similarity ${h.score.toFixed(2)}` }))))]
+      : [el("p", { class: "hint", text: "no similar papers" })]));
+  }).catch((e) => $("pane-similar").replaceChildren(el("p", { class: "hint", text: e.message })));
   selectPane("sections");
   $("back-to-search").href = state.lastSearch ? searchHash(state.lastSearch.filters) : "#/search";
 }
 
 function selectPane(name) {
   document.querySelectorAll("#paper-tabs button").forEach((b) => b.classList.toggle("active", b.dataset.pane === name));
-  for (const pane of ["sections", "tables", "figures", "equations", "references"]) $("pane-" + pane).hidden = pane !== name;
+  for (const pane of ["sections", "tables", "figures", "equations", "references", "citedby", "similar"]) $("pane-" + pane).hidden = pane !== name;
   if (name === "figures") {
     document.querySelectorAll("#pane-figures img[data-lazy]").forEach((img) => {
       const url = img.dataset.lazy;
