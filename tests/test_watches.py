@@ -179,3 +179,25 @@ def test_watch_commands_refuse_bad_input_with_a_reason(tmp_path):
     assert nothing.returncode == 1 and "error" in nothing.stderr and "Traceback" not in nothing.stderr
     assert cli(home, "watch", "remove", "g").returncode == 0
     assert "no saved searches" in cli(home, "watch", "list").stdout
+
+
+def test_search_orders_by_in_corpus_citations_and_similar_papers_leave_the_paper_out(grown):
+    settings, runs = grown
+    after = runs["after"]
+    with LiveServer(create_app(settings)) as live, httpx.Client(base_url=live.url, timeout=60) as client:
+        plain = client.get("/search", params={"q": "semantic scholar papers", "limit": 4}).json()
+        by_cites = client.get("/search", params={"q": "semantic scholar papers", "limit": 4, "sort": "cited_by"}).json()
+        cited_only = client.get("/search", params={"q": "semantic scholar papers", "min_cited_by": 1}).json()
+        bad_sort = client.get("/search", params={"q": "x", "sort": "newest"})
+        similar = client.get(f"/papers/{after[SPECTER]}/similar", params={"limit": 2}).json()
+        unknown = client.get("/papers/00000000-0000-0000-0000-000000000000/similar")
+        malformed = client.get("/papers/not-a-paper/similar")
+    # SPECTER's bibliography names the literature-graph paper, so it is the one corpus paper cited in the corpus
+    assert {h["paper_id"]: h["cited_by"] for h in plain["hits"]}[after[LITGRAPH]] == 1
+    assert by_cites["hits"][0]["paper_id"] == after[LITGRAPH]
+    assert [h["paper_id"] for h in cited_only["hits"]] == [after[LITGRAPH]]
+    assert sorted(h["paper_id"] for h in by_cites["hits"]) == sorted(h["paper_id"] for h in plain["hits"])
+    assert bad_sort.status_code == 422
+    assert len(similar["hits"]) == 2 and after[SPECTER] not in [h["paper_id"] for h in similar["hits"]]
+    assert similar["hits"][0]["score"] >= similar["hits"][1]["score"]
+    assert unknown.status_code == 404 and malformed.status_code == 404
