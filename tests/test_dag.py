@@ -88,8 +88,13 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
     subprocess.run([str(airflow), "db", "migrate"], env=env, check=True, capture_output=True, timeout=300)
     # what the scheduler's DAG processor does: serialize both DAGs; the consumer is switched on
     subprocess.run([str(airflow), "dags", "reserialize"], env=env, check=True, capture_output=True, timeout=300)
-    subprocess.run([str(airflow), "dags", "unpause", "corpus_enrich"], env=env, check=True, capture_output=True,
-                   timeout=120)
+    for consumer in ("corpus_enrich", "corpus_watches"):
+        subprocess.run([str(airflow), "dags", "unpause", consumer], env=env, check=True, capture_output=True,
+                       timeout=120)
+    from neusym.store.watches import WatchStore, check_watch
+
+    with WatchStore(Settings(home=home)) as store:  # saved before the first refresh: evaluated by corpus_watches
+        store.add(check_watch("hallucination", "reference-free hallucination detection for German"))
     conf = {"sources": [{"source": "acl", "paths": [str(REPO / "tests/fixtures/acl/2024.acl.xml")], "volumes": ["srw"]}]}
     run = subprocess.run([str(airflow), "dags", "test", "corpus_refresh", "-c", json.dumps(conf)], env=env,
                          capture_output=True, text=True, timeout=900)
@@ -119,7 +124,18 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
     finally:
         meta.close()
     assert events == [("neusym://corpus", "corpus_refresh", "publish")]
-    assert queued == [("corpus_enrich",)]
+    assert sorted(queued) == [("corpus_enrich",), ("corpus_watches",)]
+
+    # corpus_watches: the saved search evaluated against the new version (its first papers recorded)
+    watched = subprocess.run([str(airflow), "dags", "test", "corpus_watches"], env=env, capture_output=True, text=True,
+                             timeout=600)
+    log = watched.stdout + watched.stderr
+    assert watched.returncode == 0, log[-3000:]
+    assert re.search(r"DagRun Finished: dag_id=corpus_watches.*state=success", log)
+    with WatchStore(Settings(home=home), readonly=True) as store:
+        assert store.get("hallucination").evaluated_version == 1
+        found = [m.title for m in store.matches("hallucination")]
+    assert "ANHALTEN: Cross-Lingual Transfer for German Token-Level Reference-Free Hallucination Detection" in found
 
     # corpus_enrich with an OpenAI-compatible endpoint on loopback (canned tldr/tags replies) and a
     # budget that covers a few papers: one mapped summarize task per paper, then the single writer
