@@ -332,7 +332,7 @@ function renderPaper(p) {
   api(`papers/${encodeURIComponent(p.paper_id)}/similar?limit=10`).then((r) => r.json()).then((d) => {
     $("pane-similar").replaceChildren(...(d.hits.length ? [el("ol", {}, d.hits.map((h) => el("li", {},
       el("a", { href: `#/paper/${h.paper_id}`, text: h.title }),
-      el("span", { class: "hint", text: ` ${[h.venue, h.year].filter(Boolean).join(" ")} · similarity ${h.score.toFixed(2)}` }))))]
+      el("span", { class: "hint", text: ` ${[h.venue ? h.venue.toUpperCase() : null, h.year].filter(Boolean).join(" ")} · similarity ${h.score.toFixed(2)}` }))))]
       : [el("p", { class: "hint", text: "no similar papers" })]));
   }).catch((e) => $("pane-similar").replaceChildren(el("p", { class: "hint", text: e.message })));
   selectPane("sections");
