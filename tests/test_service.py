@@ -448,6 +448,16 @@ def test_api_keys_protect_every_endpoint_but_health_and_page(corpus_settings, id
         assert ok.status_code == 200 and ok.json()["hits"]
         bearer = c.post("/sql", json={"sql": "SELECT 42 AS x"}, headers={"Authorization": "Bearer k-one"})
         assert bearer.status_code == 200 and bearer.json()["rows"] == [[42]]
+        # the endpoints of saved searches, citations and export are protected the same way
+        for path in ("/watches", "/overview", f"/papers/{pid}/similar", f"/papers/{pid}.bib", "/search.bib?q=x"):
+            assert c.get(path).status_code == 401, path
+            assert c.get(path, headers={"X-API-Key": "k-one"}).status_code == 200, path
+        # a feed reader: challenged with Basic, it sends the key of its subscription URL as the password
+        feed = c.get("/feeds/nope.atom")
+        assert feed.status_code == 401 and feed.headers["www-authenticate"].startswith("Basic")
+        assert c.get("/feeds/nope.atom", auth=("reader", "k-two")).status_code == 404  # past auth: no such watch
+        assert c.get("/feeds/nope.atom", auth=("reader", "k-three")).status_code == 401
+        assert c.get("/overview", auth=("any", "k-one")).status_code == 200
 
 
 def test_sql_time_limit_and_byte_cap(corpus_settings):
