@@ -201,3 +201,9 @@ def test_search_orders_by_in_corpus_citations_and_similar_papers_leave_the_paper
     assert len(similar["hits"]) == 2 and after[SPECTER] not in [h["paper_id"] for h in similar["hits"]]
     assert similar["hits"][0]["score"] >= similar["hits"][1]["score"]
     assert unknown.status_code == 404 and malformed.status_code == 404
+    # the same from the command line
+    cli_hits = json.loads(cli(settings.home, "search", "semantic scholar papers", "--sort", "cited_by", "--limit", "2",
+                              "--json").stdout)
+    assert [(h["paper_id"], h["cited_by"]) for h in cli_hits][0] == (after[LITGRAPH], 1) and len(cli_hits) == 2
+    refused = cli(settings.home, "search", "x", "--sort", "newest", check=False)
+    assert refused.returncode == 2 and "--sort must be relevance or cited_by" in refused.stderr

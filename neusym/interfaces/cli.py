@@ -271,6 +271,10 @@ def search(
     accurate: bool = typer.Option(False, "--accurate", help="Accurate mode: the configured LLM (NEUSYM_LLM_BASE_URL, "
                                   "else the offline model) writes a hypothetical title + abstract of the paper you "
                                   "describe, whose words and vector join the query (HyDE); one LLM call per query."),
+    sort: str = typer.Option("relevance", "--sort", help="relevance | cited_by: the first 100 papers of the ranking "
+                             "ordered by how many papers of this corpus cite them."),
+    min_cited_by: Optional[int] = typer.Option(None, "--min-cited-by", min=0,
+                                               help="Only papers cited by at least N papers of this corpus."),
 ) -> None:
     """Search papers across the corpus (titles, abstracts, full text when parsed): hybrid BM25 + MiniLM.
 
@@ -295,12 +299,20 @@ def search(
         raise typer.Exit(2)
     if as_json:
         fmt = "json"
+    if sort not in ("relevance", "cited_by"):
+        err.print(f"[red]error:[/red] --sort must be relevance or cited_by, not {sort!r}")
+        raise typer.Exit(2)
+    by_citations = sort == "cited_by" or min_cited_by is not None
+    if by_citations and accurate:
+        err.print("[red]error:[/red] --sort cited_by and --min-cited-by work without --accurate only")
+        raise typer.Exit(2)
     settings = _settings()
     version = None
     records: list[dict] = []
+    counts: dict[str, int] | None = None
     try:
         index = None
-        if fmt in ("bibtex", "ris"):  # the hits and their metadata from one corpus version
+        if fmt in ("bibtex", "ris") or by_citations:  # the hits and their metadata from one corpus version
             from neusym.store.versions import open_version
 
             version = open_version(settings)
@@ -314,15 +326,25 @@ def search(
         else:
             from neusym.query.paper_search import search_papers
 
-            hits = search_papers(query, venue=venue, year=year, author=author, limit=limit, settings=settings,
-                                 index=index)
+            from neusym.query.paper_search import CITATION_POOL
+
+            hits = search_papers(query, venue=venue, year=year, author=author, settings=settings, index=index,
+                                 limit=max(limit, CITATION_POOL) if by_citations else limit)
         if version is not None:
             from neusym.query.citation_export import paper_records
+            from neusym.query.paper_search import cited_by_counts, order_by_citations
             from neusym.store.db import connect_readonly
 
             con = connect_readonly(version.db_path)
             try:
-                records = paper_records(con, [h.paper_id for h in hits])
+                if by_citations:
+                    counts = cited_by_counts(con, [h.paper_id for h in hits])
+                    if counts is None:
+                        raise NeusymError(f"corpus version {version.number} has no citation graph (published "
+                                          "before it existed): run `neusym publish` to sort or filter by citations")
+                    hits = order_by_citations(hits, counts, sort=sort, min_cited_by=min_cited_by)[:limit]
+                if fmt in ("bibtex", "ris"):
+                    records = paper_records(con, [h.paper_id for h in hits])
             finally:
                 con.close()
     except ValueError as exc:
@@ -342,7 +364,8 @@ def search(
                   f"{escape(result.hypothesis.title or result.hypothesis.abstract[:120])}[/dim]",
                   highlight=False, soft_wrap=True)
     if fmt == "json":
-        print(json.dumps([h.to_dict() for h in hits], ensure_ascii=False, default=str))
+        print(json.dumps([{**h.to_dict(), **({"cited_by": counts.get(h.paper_id, 0)} if counts is not None else {})}
+                          for h in hits], ensure_ascii=False, default=str))
         return
     if fmt in ("bibtex", "ris"):
         from neusym.query.citation_export import to_bibtex, to_ris
@@ -353,6 +376,8 @@ def search(
     cols = ("score", "title", "venue", "year", "authors", "snippet")
     if accurate:
         cols = ("default",) + cols
+    if counts is not None:
+        cols = ("cited by",) + cols
     for col in cols:
         t.add_column(col)
     for h in hits:
@@ -360,6 +385,8 @@ def search(
                (h.snippet or "")[:160]]
         if accurate:
             row.insert(0, str(h.default_rank) if h.default_rank is not None else ">100")
+        if counts is not None:
+            row.insert(0, str(counts.get(h.paper_id, 0)))
         t.add_row(*row)
     console.print(t)
 

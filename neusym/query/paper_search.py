@@ -82,4 +82,37 @@ def similar_papers(index: PaperIndex, paper_id: str, *, limit: int = 10) -> list
     return hits[:limit]
 
 
-__all__ = ["SEARCH_MODES", "search_papers", "similar_papers"]
+CITATION_POOL = 100
+"""How deep into a ranking :func:`order_by_citations` looks (the service's facet pool)."""
+
+
+def cited_by_counts(cur: Any, paper_ids: list[str]) -> dict[str, int] | None:
+    """paper id -> how many papers of the corpus cite it (view ``paper_citations``), for ``paper_ids``;
+    papers nobody cites get 0 (absent ids too). ``cur``: a DuckDB cursor on a corpus version. None when
+    the version predates the citation graph (no such view)."""
+    cur.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'paper_citations' AND NOT internal")
+    if not cur.fetchone()[0]:
+        return None
+    if not paper_ids:
+        return {}
+    cur.execute("SELECT paper_id::VARCHAR, cited_by_count FROM paper_citations WHERE paper_id::VARCHAR IN "
+                f"({', '.join('?' for _ in paper_ids)})", list(paper_ids))
+    return {pid: int(n) for pid, n in cur.fetchall()}
+
+
+def order_by_citations(hits: list[PaperHit], counts: dict[str, int], *, sort: str = "relevance",
+                       min_cited_by: int | None = None) -> list[PaperHit]:
+    """``hits`` (best first) keeping those cited by at least ``min_cited_by`` corpus papers, ordered by
+    ``counts`` (most cited first, relevance breaking ties) when ``sort == "cited_by"``. Raises ValueError
+    for another sort."""
+    if sort not in ("relevance", "cited_by"):
+        raise ValueError(f"sort must be relevance or cited_by, got {sort!r}")
+    if min_cited_by is not None:
+        hits = [h for h in hits if counts.get(h.paper_id, 0) >= min_cited_by]
+    if sort == "cited_by":
+        hits = sorted(hits, key=lambda h: -counts.get(h.paper_id, 0))  # stable: relevance order among equals
+    return hits
+
+
+__all__ = ["CITATION_POOL", "SEARCH_MODES", "cited_by_counts", "order_by_citations", "search_papers",
+           "similar_papers"]

@@ -623,6 +623,8 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         started = time.perf_counter()
         filters = {"venue": venue or None, "year": year, "author": author or None}
 
+        from neusym.query.paper_search import order_by_citations
+
         by_citations = sort == "cited_by" or min_cited_by is not None
         if by_citations and mode == "accurate":
             raise BadRequest("sort=cited_by and min_cited_by work with mode=default only")
@@ -638,10 +640,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
                 if counts is None:
                     raise BadRequest(f"corpus version {served.number} has no citation graph (published before it "
                                      "existed): publish again to sort or filter by citations")
-                if min_cited_by is not None:
-                    found = [h for h in found if counts.get(h.paper_id, 0) >= min_cited_by]
-                if sort == "cited_by":
-                    found = sorted(found, key=lambda h: -counts.get(h.paper_id, 0))  # stable: relevance breaks ties
+                found = order_by_citations(found, counts, sort=sort, min_cited_by=min_cited_by)
             return served.number, found[:limit], pool, counts
 
         number, found, pool, cited = await state.with_version("search", work)
@@ -1163,18 +1162,12 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
 
 
 def _cited_by_counts(served: ServedVersion, paper_ids: list[str]) -> dict[str, int] | None:
-    """paper id -> in-corpus cited-by count (view ``paper_citations``) of ``paper_ids``; None when the version
-    predates the citation graph."""
+    """:func:`neusym.query.paper_search.cited_by_counts` on the served version."""
+    from neusym.query.paper_search import cited_by_counts
+
     cur = served.cursor()
     try:
-        cur.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'paper_citations' AND NOT internal")
-        if not cur.fetchone()[0]:
-            return None
-        if not paper_ids:
-            return {}
-        cur.execute("SELECT paper_id::VARCHAR, cited_by_count FROM paper_citations WHERE paper_id::VARCHAR IN "
-                    f"({', '.join('?' for _ in paper_ids)})", list(paper_ids))
-        return {pid: int(n) for pid, n in cur.fetchall()}
+        return cited_by_counts(cur, paper_ids)
     finally:
         cur.close()
 
