@@ -207,3 +207,19 @@ def test_search_orders_by_in_corpus_citations_and_similar_papers_leave_the_paper
     assert [(h["paper_id"], h["cited_by"]) for h in cli_hits][0] == (after[LITGRAPH], 1) and len(cli_hits) == 2
     refused = cli(settings.home, "search", "x", "--sort", "newest", check=False)
     assert refused.returncode == 2 and "--sort must be relevance or cited_by" in refused.stderr
+
+
+def test_racing_evaluations_record_each_paper_once_and_a_removed_watch_nothing(tmp_path):
+    from neusym.store.watches import WatchStore, check_watch
+
+    settings = Settings(home=tmp_path)
+    hit = {"paper_id": "7c5c6b8e-9f2e-5a51-8b1f-0c2f3f6f1d11", "rank": 1, "score": 2.5, "title": LITGRAPH,
+           "authors": ["Waleed Ammar"], "venue": "naacl", "year": 2018, "snippet": None}
+    with WatchStore(settings) as a, WatchStore(settings) as b:  # two processes' connections
+        watch = a.add(check_watch("g", "literature graph"))
+        assert a.record_run(watch, 4, [hit], 100, 0.01, initial=False) == 1
+        assert b.record_run(watch, 4, [hit], 100, 0.02, initial=False) == 0
+        assert [(r["version"], r["new_matches"]) for r in a.runs("g")] == [(4, 1)]
+        a.remove("g")
+        assert b.record_run(watch, 5, [hit], 100, 0.01, initial=False) == 0
+        assert b.matches("g") == [] and b.runs("g") == []

@@ -258,9 +258,12 @@ class WatchStore:
                    *, initial: bool) -> int:
         """Record one evaluation of ``watch`` against ``version``: ``found`` are hit dicts (paper_id, rank,
         score, title, authors, venue, year, snippet) to add. Papers the watch already has are ignored;
-        returns how many were added. Idempotent per (watch, version)."""
+        returns how many were added (0 for a watch removed meanwhile). Idempotent per (watch, version):
+        two evaluations racing on one version add each paper once and keep the first run's record."""
         now = _utcnow()
         with self.transaction() as con:
+            if con.execute("SELECT 1 FROM watches WHERE name = ?", [watch.name]).fetchone() is None:
+                return 0  # removed while it was being evaluated: record nothing
             before = con.total_changes
             con.executemany(
                 "INSERT OR IGNORE INTO watch_matches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -268,7 +271,7 @@ class WatchStore:
                   json.dumps(list(h.get("authors") or []), ensure_ascii=False), h.get("venue"), h.get("year"),
                   h.get("snippet"), now, int(initial)) for h in found])
             added = con.total_changes - before
-            con.execute("INSERT OR REPLACE INTO watch_runs VALUES (?, ?, ?, ?, ?, ?)",
+            con.execute("INSERT OR IGNORE INTO watch_runs VALUES (?, ?, ?, ?, ?, ?)",  # a concurrent run's stays
                         [watch.name, version, pool, added, round(seconds, 4), now])
             con.execute("UPDATE watches SET evaluated_version = ? WHERE name = ?", [version, watch.name])
         return added
