@@ -39,7 +39,7 @@ LITGRAPH = "Construction of the Literature Graph in Semantic Scholar"
 SPECTER = "SPECTER: Document-level Representation Learning using Citation-informed Transformers"
 DECOMPX_PREFIX = "DecompX"
 WATCH = "literature-graph"
-QUERY = "a graph of the scientific literature: papers, authors and citations"
+QUERY = "scientific literature graph and paper embeddings"
 
 
 def cli(home: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

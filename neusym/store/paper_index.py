@@ -598,7 +598,8 @@ class PaperIndex:
 
     def rank(self, query: str, *, venue: str | None = None, year: int | None = None, author: str | None = None,
              depth: int = 10, config: SearchConfig | None = None,
-             query_vector: list[float] | None = None, expansion: str | None = None) -> "Ranking":
+             query_vector: list[float] | None = None, expansion: str | None = None,
+             paper_ids: Sequence[str] | None = None) -> "Ranking":
         """The fused ranking of ``query`` down to ``depth`` papers (point ids and fused scores, best
         first), without reading any paper back: :meth:`hits` turns its head into :class:`PaperHit`.
         Each view is scanned ``max(config.pool, depth)`` deep with the filters applied inside the
@@ -606,6 +607,8 @@ class PaperIndex:
         already has it. ``expansion``: text that joins the query (e.g. a hypothetical abstract,
         :mod:`neusym.query.hyde`): its words are added to the sparse queries, and its vector, encoded
         by each dense view's encoder, is added to the query's (the sum normalised to unit length).
+        ``paper_ids``: rank only these papers (a payload filter inside the collection, like the others;
+        an empty sequence ranks nothing).
         Raises ``ValueError`` for an empty query, a non-positive depth, a
         non-integer year, and a venue or author filter without letters or digits (``%``, ``*``:
         wildcards are not supported, and such a filter used to be silently dropped)."""
@@ -648,6 +651,10 @@ class PaperIndex:
                 requests.append((view, [qvec] if view in MULTI_VIEWS else qvec))
         pool = max(cfg.pool, depth)
         flt = spec.filter()
+        if paper_ids is not None:
+            if not paper_ids:
+                return Ranking(text, qvec, [])
+            flt = Filter(must=flt.must + (Match("paper_id", any=tuple(dict.fromkeys(paper_ids))),))
         results = self.backend.query([QuerySpec(name, vec, flt, pool, with_payload=False) for name, vec in requests])
         fused = _fuse([(name, [(h.id, h.score) for h in res]) for (name, _), res in zip(requests, results)],
                       weights, cfg, pool)
