@@ -68,7 +68,7 @@ def main() -> None:
                 "share_of_relevant_kept": round(kept_rel / total, 3) if total else None}
 
     rules = {
-        "similarity >= 0.35 (first version)": lambda c: c["similarity"] >= 0.35,
+        "similarity >= 0.35 alone (the floor first set by inspection)": lambda c: c["similarity"] >= 0.35,
         "fused score > 0": lambda c: c["score"] > 0,
         "fused score > 0 and similarity >= 0.35": lambda c: c["score"] > 0 and c["similarity"] >= 0.35,
         "fused score > 0 and similarity >= 0.45 (shipped)": lambda c: c["score"] > 0 and c["similarity"] >= 0.45,
