@@ -60,7 +60,7 @@ def similar_papers(index: PaperIndex, paper_id: str, *, limit: int = 10) -> list
     the index (e.g. a paper without a title). Raises ``ValueError`` for a non-positive limit.
     """
     from neusym.store.paper_index import point_id_for_paper
-    from neusym.store.vectors import QuerySpec
+    from neusym.store.vectors import Filter, Match, QuerySpec
 
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
         raise ValueError(f"limit must be a positive integer, got {limit!r}")
@@ -69,7 +69,8 @@ def similar_papers(index: PaperIndex, paper_id: str, *, limit: int = 10) -> list
     vector = (records[0].vectors or {}).get("minilm") if records else None
     if not vector:
         return []
-    found = index.backend.query([QuerySpec("minilm", list(vector), None, limit + 1, with_payload=True)])[0]
+    papers_only = Filter(must=(Match("kind", "paper"),))
+    found = index.backend.query([QuerySpec("minilm", list(vector), papers_only, limit + 1, with_payload=True)])[0]
     hits = []
     for h in found:
         p = h.payload or {}
