@@ -34,8 +34,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--home", required=True, type=Path)
     ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--queries", type=Path, default=HERE / "queries.json")
     args = ap.parse_args()
-    queries = json.loads((HERE / "queries.json").read_text())["queries"]
+    queries = json.loads(args.queries.read_text())["queries"]
     settings = Settings(home=args.home)
     with open_version(settings) as version:
         con = duckdb.connect(str(version.db_path), read_only=True)
