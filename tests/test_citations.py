@@ -7,7 +7,8 @@ texts and titles (a containment check written in SQL, not the resolver), and fro
 from __future__ import annotations
 
 import duckdb
-from neusym.ingest.citations import Resolver, Target, normalize, reference_ids, update_citation_links
+from neusym.ids import normalize_title as normalize
+from neusym.ingest.citations import Resolver, Target, reference_ids, update_citation_links
 
 from .conftest import SAMPLES
 

@@ -27,7 +27,8 @@ import duckdb
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from neusym.ingest.citations import FUZZY_THRESHOLD, Resolver, _TARGETS_SQL, _target_of, normalize  # noqa: E402
+from neusym.ingest.citations import FUZZY_THRESHOLD, Resolver, _TARGETS_SQL, _target_of  # noqa: E402
+from neusym.ids import normalize_title as normalize  # noqa: E402
 
 
 def load_gold() -> list[dict]:

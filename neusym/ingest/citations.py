@@ -3,8 +3,9 @@ paper it names, when the corpus holds that paper.
 
 Resolution of one reference, in this order (the first that finds a paper wins):
 
-1. ``title``: the reference text contains a corpus paper's whole normalised title (accents folded,
-   lower case, punctuation as spaces, at word boundaries); titles shorter than
+1. ``title``: the reference text (:func:`neusym.ids.normalize_title`) contains a corpus paper's whole
+   title in the crawl's comparison form (:func:`neusym.ingest.sources.base.title_key`: LaTeX math as
+   text, accents folded, lower case, punctuation as spaces), at word boundaries; titles shorter than
    :data:`MIN_TITLE_WORDS` words or :data:`MIN_TITLE_CHARS` characters are not matched this way
    (too generic: "Attention", "BERT"). When several titles occur, the longest wins, and a longer
    title found by step 3 wins over a shorter one found whole (a line-end hyphen broke the longer one).
@@ -34,10 +35,12 @@ from __future__ import annotations
 
 import re
 import time
-import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
+
+from neusym.ids import normalize_title
+from neusym.ingest.sources.base import normalize_doi, title_key
 
 MIN_TITLE_WORDS = 3
 MIN_TITLE_CHARS = 20
@@ -56,7 +59,6 @@ STOPWORDS = frozenset(
     "a an and are as at be by for from in into is it its of on or over the their this through to toward towards "
     "under using via vs we what when where which while with without".split())
 
-_SPLIT = re.compile(r"[^0-9a-z]+")
 _DOI = re.compile(r"\b(10\.\d{4,9}/[^\s,;]+)", re.I)
 _ARXIV = re.compile(r"(?:arxiv[:,\s/]*(?:abs/|pdf/)?|arxiv\.org/(?:abs|pdf)/)\s*(\d{4}\.\d{4,5})", re.I)
 _ANTHOLOGY = re.compile(r"\b(\d{4}\.[a-z]+-[a-z]+\.\d+|[A-Z]\d{2}-\d{4})\b")
@@ -70,20 +72,10 @@ _BIB_DOI = re.compile(r"\bdoi\s*=\s*[{\"]\s*(10\.[^}\"]+?)\s*[}\"]", re.I)
 _BIB_URL = re.compile(r"\burl\s*=\s*[{\"]\s*([^}\"]+?)\s*[}\"]", re.I)
 
 
-def normalize(text: str | None) -> str:
-    """Lower-case ASCII words separated by one space: accents folded (NFKD), ligatures expanded,
-    hyphens and punctuation turned into spaces. ``"Self-RAG: Learning…"`` → ``"self rag learning"``."""
-    if not text:
-        return ""
-    folded = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
-    return " ".join(t for t in _SPLIT.split(folded) if t)
-
-
 def _clean_id(kind: str, value: str) -> str:
-    value = value.strip().rstrip(".").lower()
     if kind == "doi":
-        value = value.rstrip(").")
-    return value
+        value = (normalize_doi(value) or "").rstrip(").")
+    return value.strip().rstrip(".").lower()
 
 
 def reference_ids(text: str) -> list[tuple[str, str]]:
@@ -155,7 +147,7 @@ class Resolver:
     def resolve(self, text: str, citing_paper_id: str | None = None) -> tuple[str, str, float] | None:
         """``(cited_paper_id, method, score)`` for one reference text, or None. ``score`` is 100 for a
         title or identifier match, the ``partial_ratio`` for a fuzzy one."""
-        norm = normalize(text)
+        norm = normalize_title(text or "")
         tokens = norm.split()
         best: Target | None = None
         for i in range(len(tokens) - 1):
@@ -228,7 +220,7 @@ def _target_of(row: tuple) -> tuple[Target, str]:
             m = pattern.search(u.strip())
             if m:
                 ids.add((kind, _clean_id(kind, m.group(1))))
-    tokens = tuple(normalize(title).split())
+    tokens = tuple(title_key(title or "").split())
     signature = "|".join([f"v{RESOLUTION_VERSION}", " ".join(tokens), str(year or ""),
                           *sorted(f"{k}:{v}" for k, v in ids)])
     return Target(pid, title, tokens, int(year) if year else None, ids), signature

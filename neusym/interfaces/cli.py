@@ -667,7 +667,7 @@ eval_app = typer.Typer(no_args_is_help=True, help="Run and score AirQA-Real ques
 app.add_typer(eval_app, name="eval")
 
 
-def _eval_error(message: object) -> None:
+def _error(message: object) -> None:
     """Print an error on stderr unwrapped (file:line names stay greppable) and without markup."""
     from rich.markup import escape
 
@@ -699,14 +699,14 @@ def eval_run_cmd(
     try:
         chosen = get_method(method)
     except NeusymError as exc:
-        _eval_error(exc)
+        _error(exc)
         raise typer.Exit(2)
     from neusym.store.versions import NoCorpusVersion, current_version
 
     try:
         current_version(settings)
     except NoCorpusVersion as exc:
-        _eval_error(exc)
+        _error(exc)
         raise typer.Exit(2)
     llm = make_llm(settings)
     if concurrency > 1 and not isinstance(llm, OpenAICompatibleLLM):
@@ -730,10 +730,10 @@ def eval_run_cmd(
             report = run_eval(questions, out, settings=settings, method=chosen, llm=llm, concurrency=concurrency,
                               limit=limit, retry_errors=retry_errors, on_start=on_start, on_item=on_item)
     except NeusymError as exc:
-        _eval_error(exc)
+        _error(exc)
         raise typer.Exit(2)
     except ValueError as exc:
-        _eval_error(exc)
+        _error(exc)
         raise typer.Exit(2)
     err.print(f"{report.selected} questions: {report.skipped} already in {out}, {report.answered} answered, "
               f"{report.errors} errors, {report.seconds:.1f} s", soft_wrap=True, markup=False, highlight=False)
@@ -754,13 +754,13 @@ def eval_score_cmd(
 
     settings = _settings()
     if not predictions.is_file():
-        _eval_error(f"predictions file {predictions} does not exist")
+        _error(f"predictions file {predictions} does not exist")
         raise typer.Exit(2)
     try:
         report = score_predictions(questions, predictions,
                                    judge_factory=lambda: make_judge(settings, judge_llm, judge_model))
     except NeusymError as exc:
-        _eval_error(exc)
+        _error(exc)
         raise typer.Exit(2)
     if as_json:
         print(json.dumps(report.to_json(), ensure_ascii=False))
@@ -805,7 +805,7 @@ def eval_check_cmd(
     try:
         report, skipped = check_gold(questions)
     except NeusymError as exc:
-        _eval_error(exc)
+        _error(exc)
         raise typer.Exit(2)
     failing = [i for i in report.items if i.error or i.score < 1.0 - 1e-9]
     if as_json:
@@ -830,12 +830,6 @@ def eval_check_cmd(
 watch_app = typer.Typer(no_args_is_help=True, help="Saved searches: what is new in the corpus after each refresh "
                         "(feeds at GET /feeds/NAME.atom of `neusym serve`).")
 app.add_typer(watch_app, name="watch")
-
-
-def _error(exc: object) -> None:
-    from rich.markup import escape
-
-    err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
 
 
 def _watch_store(settings: Settings, readonly: bool = False):

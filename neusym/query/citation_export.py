@@ -20,13 +20,14 @@ per author), PY, T2 (venue), UR, AB, DO (from the stored BibTeX, when it has one
 from __future__ import annotations
 
 import re
-import unicodedata
 import uuid
 from typing import Any, Iterable
 
 import bibtexparser
 import rispy
 from bibtexparser.model import Entry, Field
+
+from neusym.ids import normalize_title
 
 RECORD_COLUMNS = ("paper_id", "title", "abstract", "authors", "conference_full", "conference_abbreviation",
                   "pub_year", "volume", "download_url", "bibtex")
@@ -100,8 +101,8 @@ def bibtex_title(title: str) -> str:
 
 
 def _ascii_lower(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text)
-    return re.sub(r"[^a-z0-9]", "", decomposed.encode("ascii", "ignore").decode("ascii").lower())
+    """Lower-case ASCII letters and digits of ``text`` (accents folded), nothing else."""
+    return normalize_title(text).replace(" ", "")
 
 
 def _last_name(name: str) -> str:

@@ -87,12 +87,19 @@ CITATION_POOL = 100
 """How deep into a ranking :func:`order_by_citations` looks (the service's facet pool)."""
 
 
-def cited_by_counts(cur: Any, paper_ids: list[str]) -> dict[str, int] | None:
+def has_citation_graph(cur: Any) -> bool:
+    """Whether the corpus version of DuckDB cursor ``cur`` has the citation graph (view ``paper_citations``;
+    versions published before it existed have not)."""
+    cur.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'paper_citations' AND NOT internal")
+    return bool(cur.fetchone()[0])
+
+
+def cited_by_counts(cur: Any, paper_ids: list[str], *, graph: bool | None = None) -> dict[str, int] | None:
     """paper id -> how many papers of the corpus cite it (view ``paper_citations``), for ``paper_ids``;
     papers nobody cites get 0 (absent ids too). ``cur``: a DuckDB cursor on a corpus version. None when
-    the version predates the citation graph (no such view)."""
-    cur.execute("SELECT count(*) FROM duckdb_views() WHERE view_name = 'paper_citations' AND NOT internal")
-    if not cur.fetchone()[0]:
+    the version predates the citation graph; ``graph``: what :func:`has_citation_graph` said of this
+    version, when the caller already knows (otherwise it is asked)."""
+    if not (has_citation_graph(cur) if graph is None else graph):
         return None
     if not paper_ids:
         return {}
@@ -115,5 +122,5 @@ def order_by_citations(hits: list[PaperHit], counts: dict[str, int], *, sort: st
     return hits
 
 
-__all__ = ["CITATION_POOL", "SEARCH_MODES", "cited_by_counts", "order_by_citations", "search_papers",
-           "similar_papers"]
+__all__ = ["CITATION_POOL", "SEARCH_MODES", "cited_by_counts", "has_citation_graph", "order_by_citations",
+           "search_papers", "similar_papers"]

@@ -52,25 +52,24 @@ class WatchRunReport:
         return asdict(self)
 
 
-def evaluate(index: PaperIndex, watch: Watch, version: int, first_seen: dict[str, int]) -> list[dict]:
-    """The papers ``watch`` records at ``version``: hit dicts (paper_id, rank, score, similarity, title,
-    authors, venue, year, snippet), best first.
+def evaluate(index: PaperIndex, watch: Watch, new_papers: list[str] | None) -> list[dict]:
+    """The papers ``watch`` records now: hit dicts (paper_id, rank, score, similarity, title, authors, venue,
+    year, snippet), best first.
 
-    A later evaluation ranks only the papers that arrived after the version the watch last looked at
-    (``first_seen``: paper id -> first version it was seen in; a payload filter inside the paper index),
-    so a relevant new paper is found however many older papers outrank it. The first evaluation ranks
+    A later evaluation ranks only ``new_papers``, the ids of the papers that arrived after the version the
+    watch last looked at (a payload filter inside the paper index), so a relevant new paper is found however
+    many older papers outrank it; ``None`` for the first evaluation. The first evaluation ranks
     the whole corpus and keeps :data:`INITIAL_MATCHES`. Either way a paper is a match when it is among
     the first :data:`WATCH_POOL` of that ranking, its fused score is above the ranking's average (> 0: the
     scores are z-scores over the ranked papers) and the cosine similarity of its title-and-abstract vector
     to the query's is at least :data:`MIN_SIMILARITY`, so a quiet night or a small corpus does not feed
     every new paper. Raises ValueError for a watch whose filters the index refuses (e.g. a venue
     without letters)."""
-    initial = watch.evaluated_version is None
-    new = None if initial else [p for p, v in first_seen.items() if v > watch.evaluated_version]
-    if new is not None and not new:
+    initial = new_papers is None
+    if not initial and not new_papers:
         return []
     ranking = index.rank(watch.query, venue=watch.venue, year=watch.year, author=watch.author, depth=WATCH_POOL,
-                         paper_ids=new)
+                         paper_ids=new_papers)
     ranked = [(i + 1, pid, score) for i, (pid, score) in enumerate(ranking.scored) if score > 0]
     if not ranked or ranking.query_vector is None:
         return []
@@ -116,10 +115,14 @@ def run_watches(settings: Settings, *, names: list[str] | None = None) -> WatchR
             store.record_papers(version.number, paper_ids)
             first_seen = store.first_versions(paper_ids)
             index = PaperIndex.of_version(version, settings)
+            new_since: dict[int, list[str]] = {}  # watches that last looked at the same version share the list
             for w in todo:
                 t = time.perf_counter()
+                last = w.evaluated_version
+                if last is not None and last not in new_since:
+                    new_since[last] = [p for p, v in first_seen.items() if v > last]
                 try:
-                    found = evaluate(index, w, version.number, first_seen)
+                    found = evaluate(index, w, None if last is None else new_since[last])
                 except ValueError:
                     found = []
                 report.new_matches[w.name] = store.record_run(

@@ -1162,12 +1162,13 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
 
 
 def _cited_by_counts(served: ServedVersion, paper_ids: list[str]) -> dict[str, int] | None:
-    """:func:`neusym.query.paper_search.cited_by_counts` on the served version."""
+    """:func:`neusym.query.paper_search.cited_by_counts` on the served version (whether it has the graph was
+    read once, when the version was prepared)."""
     from neusym.query.paper_search import cited_by_counts
 
     cur = served.cursor()
     try:
-        return cited_by_counts(cur, paper_ids)
+        return cited_by_counts(cur, paper_ids, graph=served.citation_graph)
     finally:
         cur.close()
 

@@ -75,7 +75,8 @@ class ServedVersion:
     descriptions (:func:`neusym.store.schema_docs.corpus_schema`); ``schema_markdown``: the same as
     Markdown; ``agent_schema``: the agent's [Database Schema] text; ``papers``: rows of
     ``metadata``; ``opened_at``: UNIX time it was opened; ``labels``: venue and year of every paper
-    of the index by point id (:func:`pool_labels`), what the search facets count.
+    of the index by point id (:func:`pool_labels`), what the search facets count; ``citation_graph``:
+    whether the version has the in-corpus citation graph (view ``paper_citations``).
     """
 
     version: CorpusVersion
@@ -87,6 +88,7 @@ class ServedVersion:
     papers: int
     opened_at: float
     labels: dict[str, "PoolPaper"] = field(default_factory=dict)
+    citation_graph: bool = False
     users: int = 0
     retired: bool = False
     _environment: Any = None
@@ -183,10 +185,14 @@ def prepare_version(settings: Settings, version: CorpusVersion, *, warm: bool = 
         agent_schema = schema_text(describe(con))
         papers = int(con.execute("SELECT count(*) FROM metadata").fetchone()[0])
         labels = pool_labels(index)
+        from neusym.query.paper_search import has_citation_graph
+
+        graph = has_citation_graph(con)
         if warm:
             index.search("warm up the query encoder", limit=1)
         return ServedVersion(version=version, index=index, con=con, schema=schema, schema_markdown=markdown,
-                             agent_schema=agent_schema, papers=papers, opened_at=time.time(), labels=labels)
+                             agent_schema=agent_schema, papers=papers, opened_at=time.time(), labels=labels,
+                             citation_graph=graph)
     except BaseException:
         if con is not None:
             con.close()
