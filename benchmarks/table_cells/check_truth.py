@@ -6,7 +6,9 @@ Usage: check_truth.py TRUTH.jsonl [--pdf-dir DIR]
 For every table line and every cell it checks that
   * the line has pdf / page / label / cells, every cell has row / column /
     value / text with the right types;
-  * the cell's "text" (whitespace-normalised) occurs in the page text
+  * the cell's "text" (whitespace-normalised) occurs in the page text -- or, when the cell carries
+    "pdf_text" (the same cell as the PDF's text layer spells it, e.g. "87.0˘3.0" for a printed
+    "87.0±3.0" whose glyphs map to other characters), that string does
     (page.get_text(), whitespace-normalised).  When the text layer splits the
     cell (e.g. "84.76 ±" and "0.37" on separate lines) a looser check is used:
     first with all whitespace removed, then every token of the cell in the page
@@ -115,22 +117,26 @@ def main():
                 warnings.append(f"{cw}: duplicate (row, column) {c['row']!r} / {c['column']!r}")
             seen.add((c['row'], c['column']))
             txt = norm(c['text'])
-            if txt in ptext:
+            if 'pdf_text' in c and not (isinstance(c['pdf_text'], str) and c['pdf_text'].strip()):
+                errors.append(f'{cw}: pdf_text must be a non-empty string')
+                continue
+            present = norm(c.get('pdf_text') or c['text'])
+            if present in ptext:
                 pass
-            elif re.sub(r'\s+', '', txt) in ptext_nows:
-                notes.append(f'{cw}: {txt!r} found only with whitespace removed')
+            elif re.sub(r'\s+', '', present) in ptext_nows:
+                notes.append(f'{cw}: {present!r} found only with whitespace removed')
             else:
                 pos, ok = 0, True
-                for tok in txt.split():
+                for tok in present.split():
                     j = ptext.find(tok, pos)
                     if j < 0:
                         ok = False
                         break
                     pos = j + len(tok)
                 if ok:
-                    notes.append(f'{cw}: {txt!r} found only token by token')
+                    notes.append(f'{cw}: {present!r} found only token by token')
                 else:
-                    errors.append(f'{cw}: text {txt!r} not in page text')
+                    errors.append(f'{cw}: text {present!r} not in page text')
             v = parse_value(txt)
             if v is None:
                 errors.append(f'{cw}: cannot parse a number from {txt!r}')
