@@ -16,10 +16,21 @@ Phases, each `--seconds` long:
 2. attack: the same 8 `/search` clients while 2 clients send memory-heavy and CPU-heavy SQL back to back
    (:data:`ATTACKS`: 100M-element lists, 1 GB strings, a 1e9-row shuffle, a cross join), each of
    which took 2.6-9.2 GB of server memory before the budget.
-Measured: `/search` p50/p95/p99 per phase, status codes of every response, peak RSS of the server
-process and all its descendants (its SQL workers) sampled every 50 ms from /proc, RSS after the
-attack. Targets (issue S): peak server RSS <= 3 GB under the attack; `/search` p95 <= 150 ms meanwhile;
-0 responses with status 500. The clients run in this process and share the 2 cores with the server.
+3. surfaces (issue X): the same 8 `/search` clients and the SQL attackers, plus one client per row of
+   the X issue, back to back: `/v1/chat/completions` with ~1 MiB of newlines in the history (X1), `/ask/json`
+   clients that hang up after 0.5 s while the LLM holds their call (X2), a feed whose watch query and
+   matched title hold control characters, fetched with `Host: evil.example` (X4, X8), MCP `calculate_expr`
+   of `comb(10**6, 5*10**5)` and of an expression that runs into the 2 s budget (X5), MCP `view_image`
+   with a 1e300 box (X6), `prompts/get` with a path as paper id (X7), `/search.ris` and HEAD requests
+   (X9, X10), and a `/healthz` prober every 50 ms. The server's LLM is an endpoint on loopback in this
+   process (tests/service_support.HangingEndpoint: holds each call 3 s, notices a client that leaves), with
+   NEUSYM_ASK_CONCURRENCY=2.
+Measured: `/search` p50/p95/p99 per phase, `/healthz` p99, `/overview` p95 in phase 3, status codes of
+every response, peak RSS of the server process and all its descendants (its SQL and expression workers)
+sampled every 50 ms from /proc, RSS after the attack, the most LLM calls in flight at the endpoint.
+Targets (issues S and X): peak server RSS <= 3 GB; `/search` p95 <= 150 ms and `/healthz` p99 <= 150 ms
+under the attack; LLM calls in flight never above NEUSYM_ASK_CONCURRENCY; 0 responses with status 500.
+The clients run in this process and share the 2 cores with the server.
 """
 
 from __future__ import annotations
@@ -41,7 +52,14 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from service_load import NEUSYM, REPO, ensure_corpus, free_port, percentile, query_pool, rss_mb  # noqa: E402
+from tests.service_support import HangingEndpoint  # noqa: E402
+
+ASK_CONCURRENCY = 2
+BAD_WATCH = "bell"
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-06-18"}
+ANSWER = {"thought": "done", "action": {"action_type": "GenerateAnswer", "parameters": {"answer": "done"}}}
 
 ATTACKS = [
     "SELECT range(100000000)",
@@ -75,7 +93,7 @@ class Peak:
         self._thread.join()
 
 
-async def phase(url: str, pool: list, seconds: float, searchers: int, attackers: int) -> dict:
+async def phase(url: str, pool: list, seconds: float, searchers: int, attackers: int, x_mix: bool = False) -> dict:
     deadline = time.perf_counter() + seconds
     latencies: list[float] = []
     search_status: Counter = Counter()
@@ -111,11 +129,106 @@ async def phase(url: str, pool: list, seconds: float, searchers: int, attackers:
                     sql_status[type(exc).__name__] += 1
                 i += 1
 
-    await asyncio.gather(*(searcher() for _ in range(searchers)), *(attacker(k) for k in range(attackers)))
-    return {"search": {"requests": len(latencies), "p50_ms": round(statistics.median(latencies), 1),
-                       "p95_ms": round(percentile(latencies, 95), 1), "p99_ms": round(percentile(latencies, 99), 1),
-                       "max_ms": round(max(latencies), 1), "status": dict(search_status)},
-            "sql": {"status": dict(sql_status), "errors": dict(sql_errors)} if attackers else None}
+    surfaces: Counter = Counter()
+    healthz: list[float] = []
+    overview: list[float] = []
+    checks: Counter = Counter()
+
+    async def prober() -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=60) as c:
+            while time.perf_counter() < deadline:
+                for path, into in (("/healthz", healthz), ("/overview", overview)):
+                    t0 = time.perf_counter()
+                    r = await c.get(path)
+                    surfaces[f"{path} {r.status_code}"] += 1
+                    into.append((time.perf_counter() - t0) * 1000)
+                await asyncio.sleep(0.05)
+
+    async def surface(name: str, send) -> None:
+        async with httpx.AsyncClient(base_url=url, timeout=120) as c:
+            while time.perf_counter() < deadline:
+                try:
+                    r = await send(c)
+                    surfaces[f"{name} {r.status_code}"] += 1
+                except httpx.ReadTimeout:
+                    surfaces[f"{name} hung up"] += 1  # the abandoning client (X2)
+                except httpx.HTTPError as exc:
+                    surfaces[f"{name} {type(exc).__name__}"] += 1
+
+    history = "\n" * 500_000 + "[1] A paper, p. 1 (paper 00000000-0000-0000-0000-000000000001)"
+
+    async def x1(c):
+        return await c.post("/v1/chat/completions", json={"model": "neusym-neusym", "messages": [
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": history},
+            {"role": "user", "content": "What is retrieval-augmented generation?"}]})
+
+    async def x2(c):
+        return await c.post("/ask/json", json={"question": "What is retrieval-augmented generation?",
+                                               "method": "neusym"}, timeout=0.5)
+
+    async def x4_x8(c):
+        r = await c.get(f"/feeds/{BAD_WATCH}.atom", headers={"Host": "evil.example"})
+        checks["feed_mentions_evil_host"] += b"evil.example" in r.content
+        return r
+
+    def mcp(name: str, arguments: dict, method: str = "tools/call"):
+        async def send(c):
+            params = {"name": name, "arguments": arguments}
+            r = await c.post("/mcp", headers=MCP_HEADERS, json={"jsonrpc": "2.0", "id": 1, "method": method,
+                                                                "params": params})
+            body = r.json()
+            bad = body.get("error") or (body.get("result") or {}).get("isError")
+            checks[f"{name} refused"] += bool(bad)
+            return r
+        return send
+
+    async def x9_x10(c):
+        await c.head("/healthz")
+        return await c.get("/search.ris", params={"q": "question answering", "limit": 20})
+
+    extra = []
+    if x_mix:
+        extra = [prober(), surface("x1 /v1 newlines", x1), surface("x2 /ask/json abandoned", x2),
+                 surface("x4/x8 feed", x4_x8),
+                 surface("x5 comb", mcp("calculate_expr", {"expr": "comb(10**6, 5*10**5)"})),
+                 surface("x5 slow expr", mcp("calculate_expr", {"expr": "len([x for x in [1]*9999 if x in [2]*9999])"})),
+                 surface("x6 view_image", mcp("view_image", {"paper_id": "00000000-0000-0000-0000-000000000001",
+                                                              "page_number": 1, "bounding_box": [0, 0, 1e300, 1e300]})),
+                 surface("x7 prompt", mcp("neusym_agent", {"question": "x", "paper_ids": "../../etc"}, "prompts/get")),
+                 surface("x9/x10 ris+head", x9_x10)]
+    await asyncio.gather(*(searcher() for _ in range(searchers)), *(attacker(k) for k in range(attackers)), *extra)
+    out = {"search": {"requests": len(latencies), "p50_ms": round(statistics.median(latencies), 1),
+                      "p95_ms": round(percentile(latencies, 95), 1), "p99_ms": round(percentile(latencies, 99), 1),
+                      "max_ms": round(max(latencies), 1), "status": dict(search_status)},
+           "sql": {"status": dict(sql_status), "errors": dict(sql_errors)} if attackers else None}
+    if x_mix:
+        out["healthz"] = {"requests": len(healthz), "p50_ms": round(statistics.median(healthz), 1),
+                          "p99_ms": round(percentile(healthz, 99), 1), "max_ms": round(max(healthz), 1)}
+        out["overview"] = {"requests": len(overview), "p50_ms": round(statistics.median(overview), 1),
+                           "p95_ms": round(percentile(overview, 95), 1), "max_ms": round(max(overview), 1)}
+        out["surfaces"] = dict(sorted(surfaces.items()))
+        out["checks"] = dict(checks)
+    return out
+
+
+def add_bad_watch(home: Path) -> None:
+    """A watch whose stored query (as an older store could hold it) and one matched title carry control
+    characters: its feed must still be well-formed XML (X4)."""
+    import sqlite3
+
+    from neusym.settings import Settings
+    from neusym.store.watches import WatchStore, check_watch
+
+    settings = Settings(home=home)
+    with WatchStore(settings) as store:
+        watch = store.add(check_watch(BAD_WATCH, "question answering"), replace=True)
+        store.record_run(watch, 0, [{"paper_id": "00000000-0000-0000-0000-0000000000b7", "rank": 1, "score": 1.0,
+                                     "title": "Bell\x07 and escape\x1b in a title", "authors": ["A. Author"],
+                                     "venue": "acl", "year": 2024, "snippet": "form\x0cfeed"}], 100, 0.0, initial=False)
+    con = sqlite3.connect(home / "watches.sqlite")
+    con.execute("UPDATE watches SET query = ? WHERE name = ?", ["question\x07 answering", BAD_WATCH])
+    con.commit()
+    con.close()
 
 
 def main() -> None:
@@ -128,8 +241,11 @@ def main() -> None:
     pool = query_pool(args.home)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
+    add_bad_watch(args.home)
+    llm = HangingEndpoint(hold_s=3.0, reply=ANSWER).__enter__()
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("NEUSYM_")},
-           "NEUSYM_HOME": str(args.home), "HF_HUB_OFFLINE": "1"}
+           "NEUSYM_HOME": str(args.home), "HF_HUB_OFFLINE": "1", "NEUSYM_LLM_BASE_URL": llm.base_url,
+           "NEUSYM_LLM_MODEL": "hanging", "NEUSYM_ASK_CONCURRENCY": str(ASK_CONCURRENCY)}
     proc = subprocess.Popen([NEUSYM, "serve", "--port", str(port)], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -149,7 +265,10 @@ def main() -> None:
             quiet = asyncio.run(phase(url, pool, args.seconds, 8, 0))
         with Peak(proc.pid) as attack_peak:
             attack = asyncio.run(phase(url, pool[len(pool) // 2:], args.seconds, 8, 2))
-        time.sleep(2)
+        with Peak(proc.pid) as surfaces_peak:
+            surfaces = asyncio.run(phase(url, pool, args.seconds, 8, 2, x_mix=True))
+        time.sleep(5)
+        llm_after = llm.in_flight
         after_mb = rss_mb(proc.pid)
         alive = httpx.get(f"{url}/healthz", timeout=10).status_code
     finally:
@@ -158,11 +277,14 @@ def main() -> None:
             proc.wait(30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+        llm.__exit__(None, None, None)
     statuses = Counter()
-    for ph in (quiet, attack):
+    for ph in (quiet, attack, surfaces):
         statuses.update({str(k): v for k, v in ph["search"]["status"].items()})
         if ph["sql"]:
             statuses.update({str(k): v for k, v in ph["sql"]["status"].items()})
+    statuses.update({k.rsplit(" ", 1)[1]: v for k, v in surfaces["surfaces"].items()})
+    peak_mb = max(attack_peak.mb, surfaces_peak.mb)
     out = {
         "benchmark": "service_attack",
         "command": f"python benchmarks/service_attack.py --seconds {args.seconds:g}",
@@ -173,13 +295,20 @@ def main() -> None:
                   "NEUSYM_SQL_TIMEOUT_S=10)",
         "attacks": ATTACKS,
         "rss_mb": {"idle": idle_mb, "peak_quiet": round(quiet_peak.mb, 1), "peak_attack": round(attack_peak.mb, 1),
-                   "after_attack": after_mb},
+                   "peak_surfaces": round(surfaces_peak.mb, 1), "after_attack": after_mb},
         "quiet": quiet,
         "attack": attack,
+        "surfaces": surfaces,
+        "llm": {"ask_concurrency": ASK_CONCURRENCY, "calls": llm.requests, "aborted": llm.aborted,
+                "peak_in_flight": llm.peak, "in_flight_5s_after": llm_after},
         "responses_500": statuses.get("500", 0),
         "healthz_after": alive,
-        "targets": {"peak_rss_mb_max": 3072, "search_p95_ms_max": 150, "responses_500": 0},
-        "met": {"peak_rss": attack_peak.mb <= 3072, "search_p95": attack["search"]["p95_ms"] <= 150,
+        "targets": {"peak_rss_mb_max": 3072, "search_p95_ms_max": 150, "healthz_p99_ms_max": 150,
+                    "llm_in_flight_max": ASK_CONCURRENCY, "responses_500": 0},
+        "met": {"peak_rss": peak_mb <= 3072,
+                "search_p95": max(attack["search"]["p95_ms"], surfaces["search"]["p95_ms"]) <= 150,
+                "healthz_p99": surfaces["healthz"]["p99_ms"] <= 150,
+                "llm_in_flight": llm.peak <= ASK_CONCURRENCY,
                 "no_500": statuses.get("500", 0) == 0},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -218,8 +218,15 @@ def bm25_query_vector(text: str) -> tuple[list[int], list[float]]:
 
 # ------------------------------------------------------------------------- paper-search analyzer
 _WORD = re.compile(r"[A-Za-z0-9]+(?:[\-'’][A-Za-z0-9]+)*")
-_ACRONYM_PLURAL = re.compile(r"[A-Z][A-Za-z0-9]*[A-Z][A-Za-z0-9]*s")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+
+
+def _acronym_plural(word: str) -> bool:
+    """A plural of a name with an inner capital ("LLMs", "GPTs", "BiLSTMs"): ASCII letters and digits,
+    a capital first, another capital before the final "s". (A regular expression for this backtracks
+    cubically on a long run of capitals.)"""
+    return (len(word) >= 3 and word[-1] == "s" and "A" <= word[0] <= "Z" and word.isascii() and word.isalnum()
+            and any("A" <= c <= "Z" for c in word[1:-1]))
 
 
 def _camel_parts(word: str) -> list[str]:
@@ -242,7 +249,7 @@ def paper_tokens(text: str) -> list[str]:
     out: list[str] = []
     for m in _WORD.finditer(text or ""):
         w = re.sub(r"['’]s$", "", m.group(0))
-        if _ACRONYM_PLURAL.fullmatch(w):
+        if _acronym_plural(w):
             w = w[:-1]
         raw_parts = [p for p in re.split(r"[\-'’]", w) if p]
         for p in raw_parts:

@@ -12,7 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -188,6 +188,12 @@ class Settings(BaseSettings):
         description='API keys of `neusym serve` (JSON list in NEUSYM_API_KEYS, e.g. ["k1", "k2"]); when set, every '
         "endpoint but /healthz and the web page needs one as 'X-API-Key: KEY' or 'Authorization: Bearer KEY'. "
         "Empty = open (bind to 127.0.0.1).")
+    public_url: str | None = Field(
+        None,
+        description="The service's address as its users reach it, e.g. https://papers.example.org/neusym/ "
+        "(NEUSYM_PUBLIC_URL): absolute links the service writes (Atom feeds' links, /v1 citations' page_image) "
+        "start with it. Unset: they start with the address of the socket the request arrived on "
+        "(http://127.0.0.1:8000/ for `neusym serve` on loopback). Never taken from the request's Host header.")
     # -- cluster / storage ------------------------------------------------------------------------
     storage_url: str | None = Field(
         None,
@@ -205,6 +211,21 @@ class Settings(BaseSettings):
                                 "model; more for an endpoint that serves requests in parallel).")
     task_retries: int = Field(2, description="Airflow retries of a DAG task (a lost worker's task runs again).")
     task_retry_delay_s: float = Field(10.0, description="Seconds between a failed task try and its retry.")
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        """An absolute http(s) URL with a host, ending in "/" (added when missing); blank = unset."""
+        from urllib.parse import urlsplit
+
+        if value is None or not value.strip():
+            return None
+        text = value.strip()
+        parts = urlsplit(text)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError(f"NEUSYM_PUBLIC_URL must be an absolute http(s) URL like https://papers.example.org/ "
+                             f"(no query or fragment), got {text[:200]!r}")
+        return text if text.endswith("/") else text + "/"
 
     @property
     def input_paths(self) -> list[Path]:

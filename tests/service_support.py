@@ -144,3 +144,68 @@ def sse_events(response: httpx.Response) -> list[tuple[str, dict, float]]:
         elif line.startswith("data:"):
             data.append(line[5:].lstrip())
     return events
+
+
+class HangingEndpoint:
+    """An OpenAI-compatible endpoint on loopback that holds every chat request for ``hold_s`` seconds
+    (then answers ``reply``) and notices a client that hangs up: the request then ends at once, as a
+    real server's generation does when its client goes away. ``in_flight`` counts requests being
+    held now, ``peak`` the most held at once, ``requests`` all that arrived, ``aborted`` those whose
+    client left before the answer."""
+
+    def __init__(self, hold_s: float, reply: dict | str):
+        import http.server
+        import select
+
+        self.hold_s, self.reply = hold_s, reply
+        self.in_flight = self.peak = self.requests = self.aborted = 0
+        self._lock = threading.Lock()
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with outer._lock:
+                    outer.requests += 1
+                    outer.in_flight += 1
+                    outer.peak = max(outer.peak, outer.in_flight)
+                gone = False
+                try:
+                    deadline = time.monotonic() + outer.hold_s
+                    while time.monotonic() < deadline:
+                        readable, _, _ = select.select([self.connection], [], [], 0.05)
+                        if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                            gone = True
+                            break
+                finally:
+                    with outer._lock:
+                        outer.in_flight -= 1
+                        outer.aborted += gone
+                if gone:
+                    self.close_connection = True
+                    return
+                text = outer.reply if isinstance(outer.reply, str) else json.dumps(outer.reply)
+                data = json.dumps(completion(text, body.get("model", "m"), prompt_tokens=10,
+                                             completion_tokens=5)).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> "HangingEndpoint":
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.server.shutdown()
+        self.server.server_close()

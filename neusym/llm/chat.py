@@ -21,6 +21,9 @@ from neusym.errors import NeusymError
 from neusym.settings import Settings
 
 
+ABORT_POLL_S = 0.1
+"""How often an abortable endpoint call (:meth:`OpenAICompatibleLLM.chat` with ``should_stop``) asks
+whether to stop."""
 CHARS_PER_TOKEN = 4
 """How many characters one LLM token is taken to be where budgets are estimated before a call
 (observations, rerank candidates, enrichment inputs); the backends report the real counts."""
@@ -116,7 +119,9 @@ class OpenAICompatibleLLM:
         self.vision = vision
         self.default_max_tokens = default_max_tokens
         self._schema_unsupported = False
-        self._client = openai.OpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout, max_retries=1)
+        self._api_key = api_key or "not-needed"
+        self._timeout = timeout
+        self._client = openai.OpenAI(base_url=base_url, api_key=self._api_key, timeout=timeout, max_retries=1)
 
     @property
     def supports_images(self) -> bool:
@@ -124,11 +129,17 @@ class OpenAICompatibleLLM:
         return self.vision
 
     def chat(
-        self, messages: list[dict], *, json_schema: dict | None = None, max_tokens: int | None = None
+        self, messages: list[dict], *, json_schema: dict | None = None, max_tokens: int | None = None,
+        should_stop: Callable[[], bool] | None = None,
     ) -> LLMReply:
-        """One chat completion; see :class:`LLM`. Raises :class:`LLMError`."""
-        import openai
+        """One chat completion; see :class:`LLM`. Raises :class:`LLMError`.
 
+        ``should_stop``: asked every :data:`ABORT_POLL_S` seconds while the request runs; when it
+        returns True the HTTP request is aborted (its connection closed, so the endpoint sees the
+        client go away and stops generating) before :class:`RunCancelled` is raised. A call is thus
+        over, at this client and on the wire, when this method returns or raises: nothing keeps
+        running in the background, so whoever bounds calls by bounding callers bounds the calls in
+        flight at the endpoint."""
         request: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -138,22 +149,13 @@ class OpenAICompatibleLLM:
         if json_schema is not None and not self._schema_unsupported:
             request["response_format"] = response_format_for(json_schema)
         started = time.monotonic()
-        try:
-            try:
-                response = self._client.chat.completions.create(**request)
-            except openai.BadRequestError as exc:
-                # servers without structured outputs reject response_format: retry once without it
-                # (the agent's reply parser is lenient) and stop sending it to this endpoint
-                if "response_format" not in request or "response_format" not in str(exc).lower():
-                    raise
-                self._schema_unsupported = True
-                request.pop("response_format")
-                response = self._client.chat.completions.create(**request)
-        except openai.APIError as exc:
-            message = str(exc)
-            if "context" in message.lower() and ("length" in message.lower() or "size" in message.lower()):
-                raise ContextOverflowError(f"LLM endpoint {self.base_url}: {message}") from exc
-            raise LLMError(f"LLM endpoint {self.base_url} failed: {message}") from exc
+        with _IN_FLIGHT:
+            if should_stop is None:
+                response = self._create(request, self._client.chat.completions.create)
+            else:
+                if should_stop():
+                    raise RunCancelled("cancelled before the LLM call")
+                response = self._create(request, lambda **r: self._abortable(r, should_stop))
         if not response.choices:
             raise LLMError(f"LLM endpoint {self.base_url} returned no choices")
         choice = response.choices[0]
@@ -166,6 +168,85 @@ class OpenAICompatibleLLM:
             finish_reason=choice.finish_reason,
             seconds=time.monotonic() - started,
         )
+
+    def _create(self, request: dict, send: Callable[..., Any]) -> Any:
+        """``send(**request)``, once more without ``response_format`` when the server refuses it; API
+        errors become :class:`LLMError` / :class:`ContextOverflowError`."""
+        import openai
+
+        try:
+            try:
+                return send(**request)
+            except openai.BadRequestError as exc:
+                # servers without structured outputs reject response_format: retry once without it
+                # (the agent's reply parser is lenient) and stop sending it to this endpoint
+                if "response_format" not in request or "response_format" not in str(exc).lower():
+                    raise
+                self._schema_unsupported = True
+                request.pop("response_format")
+                return send(**request)
+        except openai.APIError as exc:
+            message = str(exc)
+            if "context" in message.lower() and ("length" in message.lower() or "size" in message.lower()):
+                raise ContextOverflowError(f"LLM endpoint {self.base_url}: {message}") from exc
+            raise LLMError(f"LLM endpoint {self.base_url} failed: {message}") from exc
+
+    def _abortable(self, request: dict, should_stop: Callable[[], bool]) -> Any:
+        """One completion request through the SDK's async client in an event loop of this thread,
+        cancelled (connection closed) as soon as ``should_stop()``; raises :class:`RunCancelled` then."""
+        import asyncio
+
+        import openai
+
+        async def run() -> Any:
+            client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key, timeout=self._timeout,
+                                        max_retries=1)
+            try:
+                call = asyncio.ensure_future(client.chat.completions.create(**request))
+                while True:
+                    done, _ = await asyncio.wait({call}, timeout=ABORT_POLL_S)
+                    if done:
+                        return call.result()
+                    if should_stop():
+                        call.cancel()
+                        try:
+                            await call
+                        except BaseException:  # noqa: BLE001 - the cancelled request's own end
+                            pass
+                        raise RunCancelled("cancelled during the LLM call")
+            finally:
+                await client.close()
+
+        return asyncio.run(run())
+
+
+class _CallGauge:
+    """How many endpoint LLM calls of this process are in flight (``now``) and the most seen (``peak``);
+    a context manager around each call. Thread-safe."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "_CallGauge":
+        with self._lock:
+            self.now += 1
+            self.peak = max(self.peak, self.now)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with self._lock:
+            self.now -= 1
+
+
+_IN_FLIGHT = _CallGauge()
+
+
+def endpoint_calls_in_flight() -> tuple[int, int]:
+    """``(now, peak)``: endpoint LLM calls of this process running now and the most at once since it
+    started (what ``/healthz`` reports; a cancelled call counts until its request is really over)."""
+    return _IN_FLIGHT.now, _IN_FLIGHT.peak
 
 
 _SERVERS: dict[tuple, Any] = {}
@@ -330,8 +411,11 @@ class CancellableLLM:
     limit passed): a call then raises :class:`RunCancelled` — before it starts, or while it runs.
 
     The offline model stops generating at the next token (its reply is streamed); an endpoint's
-    request is abandoned (its answer is not waited for; the HTTP call ends on its own, within
-    ``llm_timeout_s``). Other attributes (``supports_images``, ...) are the wrapped model's.
+    HTTP request is aborted (its connection closed; :meth:`OpenAICompatibleLLM.chat` with
+    ``should_stop``). A wrapped model whose ``chat`` takes no ``should_stop`` is waited for and the
+    cancel checked when it returns. Either way, when :meth:`chat` returns or raises, the call is
+    over: a caller that holds a slot while it calls (``neusym serve``'s LLM slots) bounds the calls
+    in flight, not only the runs. Other attributes (``supports_images``, ...) are the wrapped model's.
     """
 
     def __init__(self, llm: LLM, cancel: threading.Event):
@@ -347,27 +431,13 @@ class CancellableLLM:
         """One chat completion of the wrapped model; see :class:`LLM`. Raises :class:`RunCancelled`."""
         if self.cancel.is_set():
             raise RunCancelled("cancelled before the LLM call")
-        if isinstance(self.llm, LocalLlamaLLM):
+        if isinstance(self.llm, (LocalLlamaLLM, OpenAICompatibleLLM)):
             return self.llm.chat(messages, json_schema=json_schema, max_tokens=max_tokens,
                                  should_stop=self.cancel.is_set)
-        outcome: dict[str, Any] = {}
-        done = threading.Event()
-
-        def call() -> None:
-            try:
-                outcome["reply"] = self.llm.chat(messages, json_schema=json_schema, max_tokens=max_tokens)
-            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
-                outcome["error"] = exc
-            finally:
-                done.set()
-
-        threading.Thread(target=call, name="neusym-llm-call", daemon=True).start()
-        while not done.wait(0.1):
-            if self.cancel.is_set():
-                raise RunCancelled("cancelled during the LLM call")
-        if "error" in outcome:
-            raise outcome["error"]
-        return outcome["reply"]
+        reply = self.llm.chat(messages, json_schema=json_schema, max_tokens=max_tokens)
+        if self.cancel.is_set():
+            raise RunCancelled("cancelled during the LLM call")
+        return reply
 
 
 def make_llm(settings: Settings) -> LLM:
@@ -397,6 +467,7 @@ __all__ = [
     "LocalLlamaLLM",
     "OpenAICompatibleLLM",
     "RunCancelled",
+    "endpoint_calls_in_flight",
     "make_llm",
     "response_format_for",
 ]

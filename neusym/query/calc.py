@@ -12,14 +12,15 @@ operators, names and functions:
 Refused (raised as :class:`neusym.errors.ActionError` with the reason): attribute access
 (``x.__class__``, ``'a'.upper()``), any name or function not listed (``__import__``, ``open``),
 assignment, f-strings, lambdas, expressions longer than :data:`MAX_EXPR_CHARS`, powers or products
-whose result would exceed :data:`MAX_INT_DIGITS` digits, string ``%`` formatting, non-numeric results
+whose result would exceed :data:`MAX_INT_DIGITS` digits (``comb``/``perm``/``factorial`` too), string ``%`` formatting, non-numeric results
 such as a bare function, complex numbers, and results with more than :data:`MAX_RESULT_ELEMENTS`
 elements or characters.
 
-Budget: :func:`calculate` evaluates in a separate worker process (started once, reused) under a
-memory limit (:data:`MAX_MEMORY_MB`) and a wall-clock limit (``timeout_s``, default
+Budget: :func:`calculate` evaluates in one of :data:`WORKERS` worker processes (started once, reused)
+under a memory limit (:data:`MAX_MEMORY_MB`) and a wall-clock limit (``timeout_s``, default
 :data:`TIMEOUT_S`): ``comb(10**7, 5*10**6)`` or ``[[[0]*1000]*1000]*1000`` end with a clear error
-after at most that long instead of running for minutes; the worker is then replaced.
+after at most that long instead of running for minutes; the worker is then replaced. The time spent
+waiting for a free worker counts against the same limit.
 """
 
 from __future__ import annotations
@@ -97,6 +98,32 @@ def _factorial(n: Any) -> int:
     return math.factorial(n)
 
 
+def _choose_digits(n: int, k: int, *, ordered: bool) -> float:
+    """Decimal digits of comb(n, k) (or perm(n, k) when ``ordered``), from log-gamma: no big integers."""
+    logs = math.lgamma(n + 1) - math.lgamma(n - k + 1) - (0.0 if ordered else math.lgamma(k + 1))
+    return logs / math.log(10)
+
+
+def _checked_choose(name: str, fn: Callable[..., int], n: Any, k: Any = None, *, ordered: bool) -> int:
+    if k is None and ordered:
+        k = n
+    for v in (n, k):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise TypeError(f"{name}() needs integers, got {v!r}")
+    if 0 <= k <= n and _choose_digits(n, k, ordered=ordered) > MAX_INT_DIGITS:
+        raise simpleeval.NumberTooHigh(f"{name}({n}, {k}) would have about "
+                                       f"{_choose_digits(n, k, ordered=ordered):,.0f} digits (limit {MAX_INT_DIGITS})")
+    return fn(n, k)
+
+
+def _comb(n: Any, k: Any) -> int:
+    return _checked_choose("comb", math.comb, n, k, ordered=False)
+
+
+def _perm(n: Any, k: Any = None) -> int:
+    return _checked_choose("perm", math.perm, n, k, ordered=True)
+
+
 def _values(args: tuple) -> list:
     """``mean(1, 2, 3)`` and ``mean([1, 2, 3])`` both work."""
     if len(args) == 1 and isinstance(args[0], Iterable) and not isinstance(args[0], (str, bytes)):
@@ -153,8 +180,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
     "trunc": math.trunc,
     "pow": _safe_pow_fn,
     "factorial": _factorial,
-    "comb": math.comb,
-    "perm": math.perm,
+    "comb": _comb,
+    "perm": _perm,
     "gcd": math.gcd,
     "lcm": math.lcm,
     "hypot": math.hypot,
@@ -344,14 +371,11 @@ def _worker_loop(memory_mb: int) -> None:  # pragma: no cover - runs in the work
         sys.stdout.flush()
 
 
-class _Sandbox:
-    """One evaluation worker process (``python -m neusym.query.calc --worker``) per interpreter, started
-    on first use and replaced after a timeout or a crash. Calls are serialized."""
+class _Worker:
+    """One evaluation worker process (``python -m neusym.query.calc --worker``), started on first use and
+    replaced after a timeout or a crash. Used by one caller at a time (:class:`_Sandbox` hands it out)."""
 
     def __init__(self) -> None:
-        import threading
-
-        self._lock = threading.Lock()
         self._proc: Any = None
 
     def _start(self) -> None:
@@ -378,33 +402,62 @@ class _Sandbox:
         import json
         import select
 
-        with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                self._stop()
-                self._start()
-            try:
-                self._proc.stdin.write(json.dumps(expr) + "\n")
-                self._proc.stdin.flush()
-            except OSError:
-                self._stop()
-                raise ActionError("CalculateExpr: the evaluation worker stopped; try again.") from None
-            ready, _, _ = select.select([self._proc.stdout], [], [], timeout_s)
-            if not ready:
-                self._stop()
-                raise ActionError(f"CalculateExpr: {expr.strip()[:200]!r} did not finish within {timeout_s:g} s "
-                                  "(time budget); simplify the expression.")
-            line = self._proc.stdout.readline()
-            if not line:
-                self._stop()
-                raise ActionError(f"CalculateExpr: {expr.strip()[:200]!r} exceeded the {MAX_MEMORY_MB} MB memory "
-                                  "budget.")
+        if self._proc is None or self._proc.poll() is not None:
+            self._stop()
+            self._start()
+        try:
+            self._proc.stdin.write(json.dumps(expr) + "\n")
+            self._proc.stdin.flush()
+        except OSError:
+            self._stop()
+            raise ActionError("CalculateExpr: the evaluation worker stopped; try again.") from None
+        ready, _, _ = select.select([self._proc.stdout], [], [], max(0.0, timeout_s))
+        if not ready:
+            self._stop()
+            raise ActionError(f"CalculateExpr: {expr.strip()[:200]!r} did not finish within {timeout_s:g} s "
+                              "(time budget); simplify the expression.")
+        line = self._proc.stdout.readline()
+        if not line:
+            self._stop()
+            raise ActionError(f"CalculateExpr: {expr.strip()[:200]!r} exceeded the {MAX_MEMORY_MB} MB memory "
+                              "budget.")
         status, value = json.loads(line)
         if status == "error":
             raise ActionError(value)
         return value
 
 
-_SANDBOX = _Sandbox()
+class _Sandbox:
+    """:data:`WORKERS` evaluation worker processes per interpreter. A call waits for a free worker and
+    evaluates within one deadline (``timeout_s`` from the moment it is made: waiting counts), so
+    concurrent callers get at most ``timeout_s`` each and never queue behind each other unboundedly."""
+
+    def __init__(self, workers: int) -> None:
+        import queue
+
+        self._free: queue.Queue = queue.Queue()
+        for _ in range(workers):
+            self._free.put(_Worker())
+
+    def run(self, expr: str, timeout_s: float) -> Any:
+        import queue
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        try:
+            worker = self._free.get(timeout=max(0.0, timeout_s))
+        except queue.Empty:
+            raise ActionError(f"CalculateExpr: every evaluation worker was busy for {timeout_s:g} s (time budget); "
+                              "try again.") from None
+        try:
+            return worker.run(expr, deadline - time.monotonic())
+        finally:
+            self._free.put(worker)
+
+
+WORKERS = 2
+"""Evaluation worker processes per interpreter (expressions evaluated at once)."""
+_SANDBOX = _Sandbox(WORKERS)
 
 
 __all__ = ["FUNCTIONS", "MAX_EXPR_CHARS", "MAX_INT_DIGITS", "MAX_RESULT_ELEMENTS", "NAMES", "TIMEOUT_S",

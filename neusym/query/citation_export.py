@@ -100,6 +100,16 @@ def bibtex_title(title: str) -> str:
     return " ".join(_protect_case(w) for w in title.split())
 
 
+def bibtex_name(name: str) -> str:
+    """One author as a BibTeX name: escaped, whitespace collapsed, and braced whole when BibTeX would
+    otherwise read it as several names or as "et al." (a word ``and`` inside it, any case, or the name
+    ``others``): ``Smith and Jones`` -> ``{Smith and Jones}``."""
+    text = latex_escape(" ".join(name.split()))
+    if re.search(r"(?i)(?:^|\s)and(?:\s|$)", text) or text.lower() == "others":
+        return "{" + text + "}"
+    return text
+
+
 def _ascii_lower(text: str) -> str:
     """Lower-case ASCII letters and digits of ``text`` (accents folded), nothing else."""
     return normalize_title(text).replace(" ", "")
@@ -154,7 +164,7 @@ def _generated_entry(record: dict, key: str) -> Entry:
     venue = _venue(record)
     fields = [Field("title", bibtex_title(record.get("title") or ""))]
     if record.get("authors"):
-        fields.append(Field("author", " and ".join(latex_escape(" ".join(a.split())) for a in record["authors"])))
+        fields.append(Field("author", " and ".join(bibtex_name(a) for a in record["authors"])))
     if venue:
         fields.append(Field("booktitle", latex_escape(" ".join(venue.split()))))
     if record.get("pub_year"):
@@ -234,7 +244,14 @@ class _RisWriter(rispy.RisWriter):
 
 
 def _one_line(value: Any) -> str:
+    """``value`` on one line: every run of whitespace (line breaks of any kind included) one space, so a
+    value cannot start a field or a record of its own."""
     return " ".join(str(value).split())
+
+
+def _ris_url(url: str) -> str:
+    """A URL on one line: whitespace inside it (a line break in a crawled ``download_url``) percent-encoded."""
+    return re.sub(r"\s", lambda m: "".join(f"%{b:02X}" for b in m.group().encode("utf-8")), url.strip())
 
 
 def ris_records(records: Iterable[dict]) -> list[dict]:
@@ -254,7 +271,7 @@ def ris_records(records: Iterable[dict]) -> list[dict]:
         if venue:
             ref["secondary_title"] = _one_line(venue)
         if record.get("download_url"):
-            ref["urls"] = [record["download_url"].strip()]
+            ref["urls"] = [_ris_url(record["download_url"])]
         if record.get("abstract") and record["abstract"].strip():
             ref["abstract"] = _one_line(record["abstract"])
         if doi is not None and isinstance(doi.value, str) and doi.value.strip():
@@ -269,12 +286,13 @@ def to_ris(records: Iterable[dict]) -> str:
     per record, in their order; "" for no records): TY ``CONF`` when a venue is known (T2 = the
     conference's full name or abbreviation) else ``GEN``; TI, one AU per author, PY, UR
     (``download_url``), AB, DO (the DOI of the stored BibTeX, when any) and ID (the paper id). Values
-    are put on one line (whitespace collapsed). Never raises for a record's content."""
+    are put on one line (whitespace collapsed; in UR percent-encoded), so no value can open a field or
+    record of its own. Never raises for a record's content."""
     refs = ris_records(records)
     if not refs:
         return ""
     return rispy.dumps(refs, implementation=_RisWriter).rstrip("\n") + "\n"
 
 
-__all__ = ["BIBTEX_MEDIA_TYPE", "RECORD_COLUMNS", "RIS_MEDIA_TYPE", "bibtex_entries", "bibtex_title",
+__all__ = ["BIBTEX_MEDIA_TYPE", "RECORD_COLUMNS", "RIS_MEDIA_TYPE", "bibtex_entries", "bibtex_name", "bibtex_title",
            "citation_key", "latex_escape", "paper_records", "ris_records", "to_bibtex", "to_ris"]

@@ -331,7 +331,7 @@ def _config_refusal(name: str) -> str:
             "views and columns are described by DESCRIBE <table>, information_schema.columns and GET /schema")
 
 
-_IMPORT_RE = re.compile(r"\s*import\b", re.IGNORECASE)
+_IMPORT_RE = re.compile(r"\s*+import\b", re.IGNORECASE)
 _parser_local = threading.local()
 
 

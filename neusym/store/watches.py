@@ -112,12 +112,25 @@ def check_watch(name: str, query: str, venue: str | None = None, year: int | Non
     query = (query or "").strip()
     if not query:
         raise WatchError(f"watch {name!r}: the query is blank")
+    for field_name, value in (("query", query), ("venue", venue), ("author", author)):
+        bad = next((c for c in value or "" if _is_control(c)), None)
+        if bad is not None:
+            raise WatchError(f"watch {name!r}: the {field_name} holds the control character U+{ord(bad):04X} "
+                             f"at position {(value or '').index(bad) + 1}; remove it")
     if len(query) > MAX_QUERY_CHARS:
         raise WatchError(f"watch {name!r}: the query has {len(query)} characters, at most {MAX_QUERY_CHARS}")
     if year is not None and not 1900 <= int(year) <= 2100:
         raise WatchError(f"watch {name!r}: year {year} is not between 1900 and 2100")
     return Watch(name, query, (venue or "").strip() or None, int(year) if year is not None else None,
                  (author or "").strip() or None)
+
+
+def _is_control(ch: str) -> bool:
+    """A control or non-character code point a saved search must not hold (tab, newline and return aside):
+    C0/C1 controls, lone surrogates, U+FFFE/U+FFFF (they cannot be written to an Atom feed)."""
+    import unicodedata
+
+    return ch not in "\t\n\r" and (unicodedata.category(ch) in ("Cc", "Cs") or ch in "\ufffe\uffff")
 
 
 def default_name(query: str) -> str:
@@ -258,12 +271,19 @@ class WatchStore:
                    *, initial: bool) -> int:
         """Record one evaluation of ``watch`` against ``version``: ``found`` are hit dicts (paper_id, rank,
         score, title, authors, venue, year, snippet) to add. Papers the watch already has are ignored;
-        returns how many were added (0 for a watch removed meanwhile). Idempotent per (watch, version):
-        two evaluations racing on one version add each paper once and keep the first run's record."""
+        returns how many were added. Nothing is recorded (0 is returned) when the stored watch is no
+        longer the definition that was evaluated: removed meanwhile, or replaced (``add(...,
+        replace=True)`` with another query or filter: its ``created_at`` or fields differ), so the new
+        definition keeps ``evaluated_version`` NULL and is evaluated afresh. Idempotent per (watch,
+        version): two evaluations racing on one version add each paper once and keep the first run's
+        record."""
         now = _utcnow()
         with self.transaction() as con:
-            if con.execute("SELECT 1 FROM watches WHERE name = ?", [watch.name]).fetchone() is None:
-                return 0  # removed while it was being evaluated: record nothing
+            stored = con.execute("SELECT query, venue, year, author, created_at FROM watches WHERE name = ?",
+                                 [watch.name]).fetchone()
+            if stored is None or tuple(stored) != (watch.query, watch.venue, watch.year, watch.author,
+                                                   watch.created_at):
+                return 0  # removed or redefined while it was being evaluated: record nothing
             before = con.total_changes
             con.executemany(
                 "INSERT OR IGNORE INTO watch_matches VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

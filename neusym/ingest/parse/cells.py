@@ -98,15 +98,15 @@ def html_rows(html_table: str | None) -> list[list[str]]:
 _MINUS = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2014": "-", "\u2010": "-", "\u2011": "-",
                         "\u00a0": " ", "\u2009": " ", "\u202f": " "})
 _MARKS = "*†‡§¶#⋆★♣♠♦♥"
-_NUMBER_CELL = re.compile(
-    r"^\s*(?P<lead>[" + _MARKS + r"]*)\s*"
-    r"(?P<sign>[+-])?\s*(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"
+_NUMBER_CELL = re.compile(  # on whitespace-collapsed text: " ?" where blanks may stand (linear, unlike runs of \s*)
+    r"(?P<lead>[" + _MARKS + r"]*) ?"
+    r"(?P<sign>[+-])? ?(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"
     r"(?P<scale>[kKMB](?![a-zA-Z]))?"
-    r"\s*(?P<unit>%|×|x(?![a-zA-Z])|ms(?![a-zA-Z])|s(?![a-zA-Z])|[KMGT]B(?![a-zA-Z]))?"
-    r"\s*(?P<marks1>[" + _MARKS + r"]*|[a-z](?![a-zA-Z]))"
-    r"\s*(?:(?:±|\+/-|\+-)\s*(?P<pm>\d*\.?\d+)\s*%?)?"
-    r"\s*(?P<paren>\([^()]*\))?"
-    r"\s*(?P<marks2>[" + _MARKS + r"]*|[a-z](?![a-zA-Z]))\s*$"
+    r" ?(?P<unit>%|×|x(?![a-zA-Z])|ms(?![a-zA-Z])|s(?![a-zA-Z])|[KMGT]B(?![a-zA-Z]))?"
+    r" ?(?P<marks1>[" + _MARKS + r"]*|[a-z](?![a-zA-Z]))"
+    r" ?(?:(?:±|\+/-|\+-) ?(?P<pm>\d*\.?\d+) ?%?)?"
+    r" ?(?P<paren>\([^()]*\))?"
+    r" ?(?P<marks2>[" + _MARKS + r"]*|[a-z](?![a-zA-Z]))"
 )
 _SCALE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
 
@@ -129,10 +129,10 @@ def parse_number(text: str | None) -> Number | None:
     "98.4±0.3" → 98.4 ± 0.3; "62.1%" → 62.1, unit "%"; "1,284" → 1284; "1.2k" → 1200 ("k", "M",
     "B" scale the value); "−0.5" → −0.5; "91.6*" / "85.5†" / "84.2a" → marks; "84.2 (0.3)" → 84.2
     (the parenthesised aside is left in the text)."""
-    t = (text or "").translate(_MINUS).strip()
+    t = " ".join((text or "").translate(_MINUS).split())
     if not t or len(t) > 40:
         return None
-    m = _NUMBER_CELL.match(t)
+    m = _NUMBER_CELL.fullmatch(t)
     if m is None:
         return None
     value = float(m.group("num").replace(",", ""))

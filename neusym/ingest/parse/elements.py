@@ -529,7 +529,29 @@ def _words_grid(page: PageLayout, region: Box) -> str | None:
 
 # ------------------------------------------------------------------------------------ equations
 
-_EQ_NUMBER = re.compile(r"^(?P<body>.*?)\s*\((?P<num>(?:[A-Z]\.?)?\d{1,3}[a-z]?)\)\s*$")
+_EQ_NUMBER = re.compile(r"\((?P<num>(?:[A-Z]\.?)?\d{1,3}[a-z]?)\)\s*$")
+
+
+@dataclass(frozen=True)
+class _EqNumber:
+    """An equation number printed at the end of a line: ``body`` (the text before it, trailing blanks
+    dropped) and ``num`` ("3", "A.1", "2b")."""
+
+    body: str
+    num: str
+
+    def group(self, name: str) -> str:
+        return getattr(self, name)
+
+
+def _eq_number(text: str) -> _EqNumber | None:
+    """The equation number ``(N)`` a line ends with, or None; found with a search for the trailing
+    ``(N)`` (linear in the line's length: a lazy body before it would backtrack over long blank runs)."""
+    m = _EQ_NUMBER.search(text)
+    body = text[:m.start()].rstrip() if m is not None else ""
+    if m is None or "\n" in body:
+        return None
+    return _EqNumber(body, m.group("num"))
 _MATHY = re.compile(r"[=≤≥≈∝∑∏∫∈→←⇒∀∃∇∂≡≠<>]|\\[a-z]+")
 
 
@@ -563,9 +585,9 @@ def find_equations(page: PageLayout, body: float, furniture: set[int], stops: se
     for ln in lines:
         col = page.column_of(ln.bbox)
         right_edges[col] = max(right_edges.get(col, 0.0), ln.x1)
-    numbers: list[tuple[Line, re.Match[str], Span]] = []
+    numbers: list[tuple[Line, _EqNumber, Span]] = []
     for ln in lines:
-        m = _EQ_NUMBER.match(ln.text)
+        m = _eq_number(ln.text)
         if not m:
             continue
         num = m.group("num")
@@ -595,7 +617,7 @@ def find_equations(page: PageLayout, body: float, furniture: set[int], stops: se
         pool = [
             o for o in lines
             if o is not ln and id(o) not in used and page.column_of(o.bbox) == col and o.x1 <= span.bbox[0] + 1
-            and not _looks_like_sentence(o.text) and not _EQ_NUMBER.match(o.text)
+            and not _looks_like_sentence(o.text) and _eq_number(o.text) is None
         ]
         row = [o for o in pool if min(o.y1, y1) - max(o.y0, y0) > 0.3 * min(o.height, h)]
         if not row and not m.group("body").strip():

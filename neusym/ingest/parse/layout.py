@@ -141,7 +141,7 @@ _CELL = re.compile(r"<t[dh][^>]*>(.*?)</t[dh]>", re.S)
 
 def html_cell_count(html: str) -> int:
     """Number of non-empty ``<td>``/``<th>`` cells of an HTML table."""
-    return sum(1 for c in _CELL.findall(html) if re.sub(r"<[^>]+>", "", c).strip())
+    return sum(1 for c in _CELL.findall(html) if re.sub(r"<[^<>]+>", "", c).strip())
 
 
 

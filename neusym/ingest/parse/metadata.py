@@ -117,7 +117,14 @@ def clean_line_text(line: Line) -> str:
     sub = Line(text=line.text, bbox=line.bbox, spans=keep, page=line.page)
     sub.text = render_spans(keep)
     text = decode_small_caps(sub)
-    return re.sub(r"[\s∗†‡§¶♠♣♥♦♢♡⋆⋄]+$", "", text).strip()
+    end = len(text)
+    while end and (text[end - 1].isspace() or text[end - 1] in _TITLE_MARKS):
+        end -= 1
+    return text[:end].strip()
+
+
+_TITLE_MARKS = "∗†‡§¶♠♣♥♦♢♡⋆⋄"
+"""Footnote marks a printed title may end with (dropped with the blanks around them)."""
 
 
 def _printed_title(lines: list[Line], vocabulary: set[str]) -> str | None:
@@ -217,7 +224,7 @@ def _rows_left_to_right(lines: list[Line]) -> list[Line]:
 def _meta_authors(raw: str, page1_text: str) -> list[str]:
     if not raw or re.search(r"https?:|@", raw):
         return []
-    parts = [p.strip() for p in re.split(r";|,|\s+and\s+", raw) if p.strip()]
+    parts = [p.strip() for p in re.split(r";|,|(?<!\s)\s+and\s+", raw) if p.strip()]
     low = page1_text.lower()
     names = [p for p in parts if _looks_like_name(p.title() if p.islower() else p)]
     if not names or any(n.split()[-1].lower() not in low for n in names):

@@ -249,7 +249,7 @@ def detect_headings(pages: list[PageLayout], body: float, furniture: set[int]) -
                 and text[0].isupper()
                 and not text.endswith((".", ",", ";"))
                 and len(block.lines) <= 2
-                and not re.search(r"\d+\.\d+", text)
+                and not re.search(r"(?<!\d)\d+\.\d+", text)
             ):
                 cont = _continuations(line, block.lines, body)
                 full = " ".join([text] + [_heading_text(c) for c in cont])

@@ -68,7 +68,7 @@ def join_wrapped(parts: list[str], vocabulary: set[str]) -> str:
         if not out:
             out = part
             continue
-        m = re.search(r"(\w+)-$", out)
+        m = re.search(r"(?<!\w)(\w+)-$", out)
         n = re.match(r"(\w+)", part)
         if m and n:
             joined = (m.group(1) + n.group(1)).lower()

@@ -232,7 +232,7 @@ def _paper(volume: _Volume, paper: etree._Element, name: str) -> SourcePaper:
             "publisher": volume.publisher,
             "url": url + "/",
             "doi": doi,
-            "pages": re.sub(r"\s*[-–]+\s*", "--", pages) if pages else None,
+            "pages": re.sub(r"(?<!\s)\s*[-–]+\s*", "--", pages) if pages else None,
         },
     )
     return SourcePaper(

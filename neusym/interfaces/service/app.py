@@ -71,7 +71,8 @@ from neusym.interfaces.service.models import (
     SqlResponse,
 )
 from neusym.interfaces.service.openai_compat import openai_router, use_openai_errors
-from neusym.interfaces.service.papers import BadRequest, NotFound, PageRenderer, paper_detail, paper_titles, parse_bbox, parse_paper_id, pdf_of
+from neusym.interfaces.service.papers import (BadRequest, NotFound, PageRenderer, paper_detail, paper_titles, parse_bbox,
+                                              parse_paper_id, pdf_of, public_base_url)
 
 logger = logging.getLogger("neusym.interfaces.service")
 
@@ -173,7 +174,9 @@ class ServiceState:
     run, and a query that finds none free within ``NEUSYM_SQL_WAIT_S`` is a 503), ``pages`` = 2 renders, ``meta`` = 2 (paper details, schema, id checks),
     ``ask`` = the runs that hold or wait for the LLM (:class:`LLMSlots`: ``NEUSYM_ASK_CONCURRENCY``
     runs at a time, by default 1 with the offline model, which has one slot, or 4 with an
-    OpenAI-compatible endpoint, plus ``NEUSYM_ASK_QUEUE_MAX`` waiting).
+    OpenAI-compatible endpoint, plus ``NEUSYM_ASK_QUEUE_MAX`` waiting), ``calc`` = the expression
+    evaluator's worker processes (:data:`neusym.query.calc.WORKERS`; each call has a deadline of its
+    own, waiting included), so CPU-heavy tool calls never occupy the pools pages and metadata use.
     """
 
     def __init__(self, settings: Settings, holder: VersionHolder | None = None):
@@ -183,8 +186,10 @@ class ServiceState:
         self.started = time.monotonic()
         self.llm = LLMSlots(settings.ask_concurrency or (4 if settings.llm_base_url else 1), settings.ask_queue_max,
                             settings.ask_wait_s)
+        from neusym.query.calc import WORKERS as CALC_WORKERS
+
         self.sizes = {"search": max(2, usable_cores()), "sql": 4 * settings.sql_workers, "pages": 2, "meta": 2,
-                      "ask": self.llm.size + self.llm.queue_max}
+                      "calc": CALC_WORKERS, "ask": self.llm.size + self.llm.queue_max}
         self._limiters: dict[str, anyio.CapacityLimiter] = {}
         self._lock = threading.Lock()
 
@@ -364,7 +369,7 @@ class BodyLimit:
                 if declared > self.max_bytes:
                     if not expects_continue and declared <= self.drain_bytes:
                         await self._drain(receive, 0)
-                    await self._refuse(send)
+                    await self._refuse(send, scope)
                     return
         seen = 0
         started = refused = False
@@ -381,7 +386,7 @@ class BodyLimit:
                     if not started:
                         if message.get("more_body"):
                             await self._drain(receive, seen)
-                        await self._refuse(send)
+                        await self._refuse(send, scope)
                     return {"type": "http.disconnect"}
             return message
 
@@ -414,12 +419,88 @@ class BodyLimit:
         except TimeoutError:
             return
 
-    async def _refuse(self, send: Callable) -> None:
-        body = json.dumps({"detail": f"request body larger than {self.max_bytes:,} bytes"}).encode()
+    async def _refuse(self, send: Callable, scope: dict) -> None:
+        message = f"request body larger than {self.max_bytes:,} bytes"
+        path = scope.get("path") or ""
+        root = scope.get("root_path") or ""
+        if root and path.startswith(root):
+            path = path[len(root):]
+        if path == "/v1" or path.startswith("/v1/"):  # OpenAI clients read {"error": {...}}
+            body = json.dumps({"error": {"message": message, "type": "invalid_request_error", "param": None,
+                                         "code": "request_too_large"}}).encode()
+        else:
+            body = json.dumps({"detail": message}).encode()
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
         await send({"type": "http.response.body", "body": body})
+
+
+class HeadAsGet:
+    """ASGI middleware: a ``HEAD`` request is answered as its ``GET`` would be, with the same status and
+    headers (``Content-Length`` included) and no body, as HTTP requires of every GET resource (feed readers
+    and link checkers ask with HEAD); FastAPI routes declare GET only. Routes without GET answer 405 as
+    before."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http" or scope.get("method") != "HEAD":
+            await self.app(scope, receive, send)
+            return
+        ended = False
+
+        async def headless_send(message: dict) -> None:
+            nonlocal ended
+            if message["type"] == "http.response.body":
+                if ended:
+                    return
+                if message.get("more_body"):
+                    return  # swallowed: the client asked for the headers only
+                ended = True
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return
+            await send(message)
+
+        await self.app(dict(scope, method="GET"), receive, headless_send)
+
+
+class RelativeRedirects:
+    """ASGI middleware: a redirect whose ``Location`` the framework built from the request's ``Host``
+    header (Starlette's trailing-slash redirects of routes and mounts: ``/static`` -> ``/static/``) is
+    sent with the path and query only, so a client-chosen Host never comes back as a link."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        host = next((v.decode("latin-1") for n, v in scope.get("headers") or [] if n == b"host"), "")
+
+        async def relative_send(message: dict) -> None:
+            if message["type"] == "http.response.start" and 300 <= message.get("status", 200) < 400:
+                headers = []
+                for name, value in message.get("headers") or []:
+                    if name.lower() == b"location":
+                        value = _relative_location(value.decode("latin-1"), host).encode("latin-1")
+                    headers.append((name, value))
+                message = dict(message, headers=headers)
+            await send(message)
+
+        await self.app(scope, receive, relative_send)
+
+
+def _relative_location(location: str, host: str) -> str:
+    """``location`` without scheme and host when it points at ``host`` (or has no host of ours at all)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(location)
+    if parts.netloc and parts.netloc.lower() == host.lower():
+        return urlunsplit(("", "", parts.path or "/", parts.query, parts.fragment))
+    return location
 
 
 class UnexpectedErrors:
@@ -506,6 +587,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
                 "current corpus version.",
         lifespan=lifespan,
         responses=_RESPONSES,
+        redoc_url=None,  # one documentation page: /docs (Swagger UI over /openapi.json)
     )
     app.state.neusym = state
 
@@ -546,7 +628,9 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
         return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
     app.add_middleware(UnexpectedErrors)
-    app.add_middleware(BodyLimit)  # outermost of the two: a too large body never reaches a route
+    app.add_middleware(RelativeRedirects)
+    app.add_middleware(HeadAsGet)
+    app.add_middleware(BodyLimit)  # outermost: a too large body never reaches a route
 
     # -- public: health, page, static files ------------------------------------------------------
     @app.get("/healthz", response_model=Health, tags=["service"], responses={503: _RESPONSES[503]})
@@ -576,7 +660,9 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
     @app.get("/", include_in_schema=False, dependencies=page_deps)
     async def index(request: Request) -> Response:
         if not request.url.path.endswith("/"):  # relative links need the trailing slash
-            return RedirectResponse(str(request.url.replace(path=request.url.path + "/")))
+            # a relative Location (the last path segment plus "/"): never the Host header a client sent
+            name = request.url.path.rstrip("/").rsplit("/", 1)[-1]
+            return RedirectResponse(f"{name}/" + (f"?{request.url.query}" if request.url.query else ""))
         return FileResponse(static_dir / "index.html", headers={"Cache-Control": "no-cache"})
 
     app.mount("/static", StaticFiles(directory=static_dir), name="static")
@@ -904,7 +990,8 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
                     watch = store.get(name)
                 except WatchError as exc:
                     raise NotFound(str(exc)) from None
-                return atom_feed(watch, store.matches(name, limit=FEED_ENTRIES), base_url=str(request.base_url))
+                return atom_feed(watch, store.matches(name, limit=FEED_ENTRIES),
+                                 base_url=public_base_url(request.scope, settings.public_url))
 
         body = await state.run("meta", work)
         return Response(body, media_type="application/atom+xml; charset=utf-8")

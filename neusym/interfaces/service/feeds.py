@@ -9,6 +9,7 @@ manifest).
 
 from __future__ import annotations
 
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -18,6 +19,16 @@ FEED_ENTRIES = 50
 """Entries of one Atom feed (newest corpus version first)."""
 OVERVIEW_ADDED = 20
 """Papers of the last refresh listed on the landing page."""
+
+
+_NOT_XML = re.compile("[^\u0009\u000a\u000d\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(value: Any) -> str:
+    """``value`` as text XML 1.0 can carry: characters outside its ``Char`` production (C0 controls
+    but tab/newline/return, lone surrogates, U+FFFE/U+FFFF) are dropped. A paper title, abstract or
+    saved query holding such a character would otherwise make lxml refuse the whole feed."""
+    return _NOT_XML.sub("", str(value))
 
 
 def _when(text: str | None) -> datetime:
@@ -32,7 +43,9 @@ def atom_feed(watch: Watch, matches: list[Match], *, base_url: str) -> bytes:
     """The Atom 1.0 document of one watch: one entry per matched paper (newest version first), its id a
     stable ``urn:uuid`` of the (watch, paper) pair, its link the paper on this service
     (``{base_url}#/paper/<id>``), its summary the abstract's start, with authors, venue and year.
-    ``base_url`` ends with ``/`` (the page's URL). Returns UTF-8 XML bytes."""
+    ``base_url`` ends with ``/`` (the page's URL) or is empty: links are then relative to the feed's own
+    URL (``feeds/NAME.atom``), which feed readers resolve against where they fetched it. Every text
+    goes through :func:`xml_text`. Returns UTF-8 XML bytes."""
     import uuid
 
     from feedgen.feed import FeedGenerator
@@ -41,23 +54,27 @@ def atom_feed(watch: Watch, matches: list[Match], *, base_url: str) -> bytes:
     fg.id(f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, 'neusym:watch:' + watch.name)}")
     filters = ", ".join(f"{k} {v}" for k, v in (("venue", watch.venue), ("year", watch.year),
                                                  ("author", watch.author)) if v)
-    fg.title(f"neusym: {watch.query}" + (f" ({filters})" if filters else ""))
+    fg.title(xml_text(f"neusym: {watch.query}" + (f" ({filters})" if filters else "")))
     fg.subtitle(f"New papers matching the saved search {watch.name!r}, after each corpus refresh.")
-    fg.link(href=f"{base_url}feeds/{watch.name}.atom", rel="self", type="application/atom+xml")
-    fg.link(href=base_url, rel="alternate", type="text/html")
+    page = base_url or "../"  # relative: resolved against .../feeds/NAME.atom
+    fg.link(href=f"{base_url}feeds/{watch.name}.atom" if base_url else f"{watch.name}.atom", rel="self",
+            type="application/atom+xml")
+    fg.link(href=page, rel="alternate", type="text/html")
     fg.generator("neusym")
     fg.language("en")
     fg.updated(max((_when(m.matched_at) for m in matches), default=_when(watch.created_at)))
     for m in reversed(matches):  # feedgen prepends: add oldest first so the document lists newest first
         e = fg.add_entry()
         e.id(f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'neusym:watch:{watch.name}:{m.paper_id}')}")
-        e.title(m.title or m.paper_id)
-        e.link(href=f"{base_url}#/paper/{m.paper_id}", rel="alternate", type="text/html")
+        e.title(xml_text(m.title or m.paper_id))
+        e.link(href=f"{page}#/paper/{m.paper_id}", rel="alternate", type="text/html")
         for name in m.authors[:20]:
-            e.author({"name": name})
+            if xml_text(name).strip():
+                e.author({"name": xml_text(name)})
         where = " ".join(str(x) for x in (m.venue, m.year) if x)
         label = "already in the corpus when the watch was added" if m.initial else f"new in corpus version {m.version}"
-        e.summary(f"{where + ' · ' if where else ''}{label} · rank {m.rank}" + (f"\n\n{m.snippet}" if m.snippet else ""))
+        e.summary(xml_text(f"{where + ' · ' if where else ''}{label} · rank {m.rank}"
+                           + (f"\n\n{m.snippet}" if m.snippet else "")))
         e.updated(_when(m.matched_at))
         e.published(_when(m.matched_at))
     return fg.atom_str(pretty=True)

@@ -47,6 +47,8 @@ from typing import Annotated, Any, Awaitable, Callable
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 from mcp_types import CallToolResult, ImageContent, TextContent, ToolAnnotations
 from pydantic import Field
 
@@ -67,7 +69,7 @@ INSTRUCTIONS = (
     "piece of evidence. `ask` runs neusym's own small agent instead (slower, less capable than you).")
 
 Blocking = Callable[[str, Callable[[], Any]], Awaitable[Any]]
-"""``(kind, fn) -> awaitable``: run blocking ``fn`` in the pool of ``kind`` (search, sql, pages, meta, ask)."""
+"""``(kind, fn) -> awaitable``: run blocking ``fn`` in the pool of ``kind`` (search, sql, pages, meta, calc, ask)."""
 
 
 async def _in_thread(kind: str, fn: Callable[[], Any]) -> Any:
@@ -161,7 +163,7 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
         expr: Annotated[str, Field(description="e.g. round((85.1 - 83.4) / 83.4 * 100, 2)", min_length=1,
                                    max_length=2000)],
     ) -> CallToolResult:
-        return await call("meta", lambda: tools.calculate_expr(expr))
+        return await call("calc", lambda: tools.calculate_expr(expr))
 
     @server.tool(annotations=read_only, description=(
         "Look at a page of a paper, or a region of it (a table, figure or equation: their bounding_box is in the "
@@ -254,7 +256,19 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
         def work() -> str:
             return agent_prompt(holder, question, ids)
 
-        return [UserMessage(await blocking("meta", work))]
+        try:
+            text = await blocking("meta", work)
+        except ToolInputError as exc:  # the reason reaches the client (the SDK would say "Error rendering prompt")
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - NoCorpusVersion and the like: said, not a traceback
+            from neusym.errors import NeusymError
+
+            if isinstance(exc, NeusymError):
+                raise MCPError(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}") from None
+            logger.exception("MCP prompt failed")
+            raise MCPError(INTERNAL_ERROR, f"internal error ({type(exc).__name__}); the server log has the "
+                           "details") from None
+        return [UserMessage(text)]
 
     return server
 

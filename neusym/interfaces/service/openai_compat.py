@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from neusym.errors import BusyError, NeusymError
 from neusym.interfaces.service.corpus import ServedVersion
 from neusym.interfaces.service.models import AskRequest
-from neusym.interfaces.service.papers import NotFound, paper_titles
+from neusym.interfaces.service.papers import NotFound, paper_titles, public_base_url
 from neusym.store.versions import NoCorpusVersion
 
 logger = logging.getLogger("neusym.interfaces.service")
@@ -58,7 +58,9 @@ DISCONNECT_POLL_S = 0.25
 """How often a stream checks whether its run has ended (and a keep-alive line is due)."""
 
 _UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
-_REFERENCE_LINE = re.compile(rf"^\s*\[\d+\][^\n]*\(paper ({_UUID})\)\s*$", re.MULTILINE)
+_REFERENCE_LINE = re.compile(rf"\[\d+\].*\(paper ({_UUID})\)")
+"""One reference line (blanks around it stripped first): ``[n] ... (paper <uuid>)``; matched line by line
+with ``fullmatch``, so no quantifier runs across lines (a history of newlines stays linear)."""
 
 _ERROR_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 405: "invalid_request_error", 413: "invalid_request_error",
@@ -241,8 +243,11 @@ def cited_paper_ids(messages: list[dict], before: int | None = None) -> list[str
             text = message_text(m, i)
         except ChatRequestError:
             continue
-        for pid in _REFERENCE_LINE.findall(text):
-            pid = pid.lower()
+        for line in text.splitlines():
+            m = _REFERENCE_LINE.fullmatch(line.strip())
+            if m is None:
+                continue
+            pid = m.group(1).lower()
             if pid not in found:
                 found.append(pid)
     return found[:MAX_PAPERS]
@@ -291,7 +296,8 @@ def answer_parts(answer: dict) -> tuple[str, str]:
 
 def structured_citations(answer: dict, base_url: str) -> list[dict]:
     """The answer's citation dicts, each with its ``index`` (the ``[n]`` of the text) and
-    ``page_image`` made absolute against ``base_url`` (the request's, ending in ``/``)."""
+    ``page_image`` made absolute against ``base_url`` (:func:`~neusym.interfaces.service.papers.public_base_url`,
+    ending in ``/``)."""
     out = []
     for i, c in enumerate((c for c in answer.get("citations") or [] if isinstance(c, dict)), start=1):
         item = {"index": i, **c}
@@ -421,7 +427,7 @@ def openai_router(state: Any, run_agent: Callable[[AskRequest, Callable[[str, di
         except ChatRequestError as exc:
             return exc.response()
         model = body.model
-        base_url = str(request.base_url)
+        base_url = public_base_url(request.scope, state.settings.public_url)
         if body.stream:
             usage = bool((body.stream_options or {}).get("include_usage"))
             return StreamingResponse(_stream(ask, model, base_url, usage), media_type="text/event-stream",

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from neusym.query.agent.actions import MAX_COORDINATE
+
 TABLE_TAGS = {"table", "thead", "tbody", "tfoot", "tr", "th", "td", "caption", "br", "sub", "sup", "b", "i", "em",
               "strong"}
 TABLE_ATTRIBUTES = {"td": {"colspan", "rowspan"}, "th": {"colspan", "rowspan"}}
@@ -28,8 +30,6 @@ ZOOM_RANGE = (0.5, 4.0)
 MAX_PIXELS = 16_000_000
 """Pixel budget of one rendered image (4000 x 4000): a larger page or zoom is rendered at the largest
 zoom that fits (the response's ``X-Neusym-Zoom`` says which)."""
-MAX_COORDINATE = 100_000.0
-"""Largest absolute bbox value accepted (PDF points; PDF pages are at most 14,400 points wide)."""
 CROP_MARGIN = 6.0
 """Points kept around a cropped box."""
 HIGHLIGHT_STROKE = (0.91, 0.33, 0.0)
@@ -321,3 +321,20 @@ class PageRenderer:
             while len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
         return image
+
+
+def public_base_url(scope: dict, public_url: str | None) -> str:
+    """The base of the absolute links a response carries (ends with ``/``): ``public_url``
+    (``NEUSYM_PUBLIC_URL``) when set, else the scheme and the local address of the socket the request
+    arrived on (the ASGI scope's ``server``) plus the app's ``root_path``. Never the request's ``Host``
+    header, which a client chooses (a feed or citation link must not point where a request said)."""
+    if public_url:
+        return public_url if public_url.endswith("/") else public_url + "/"
+    host, port = (scope.get("server") or ("127.0.0.1", None))[:2]
+    scheme = "https" if scope.get("scheme") in ("https", "wss") else "http"
+    if ":" in str(host):
+        host = f"[{host}]"
+    default = {"http": 80, "https": 443}[scheme]
+    netloc = f"{host}:{port}" if port and port != default else str(host)
+    root = (scope.get("root_path") or "").rstrip("/")
+    return f"{scheme}://{netloc}{root}/"

@@ -133,12 +133,22 @@ def truncate_observation(text: str, max_tokens: int) -> str:
 # Parsing and validating the model's reply
 # --------------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"^\s*```(?:json)?\s*|\s*```\s*$", re.IGNORECASE)
+def _unfenced(text: str) -> str:
+    """``text`` stripped of blanks and of a Markdown code fence around it (```` ```json ```` ... ```` ``` ````)."""
+    out = text.strip()
+    if out.startswith("```"):
+        out = out[3:]
+        if out[:4].lower() == "json":
+            out = out[4:]
+        out = out.lstrip()
+    if out.endswith("```"):
+        out = out[:-3].rstrip()
+    return out
 
 
 def _first_json_object(text: str) -> Any:
     """Decode the first JSON object in ``text`` (tolerates code fences and trailing chatter)."""
-    stripped = _FENCE.sub("", text.strip())
+    stripped = _unfenced(text)
     try:
         return json.loads(stripped)
     except json.JSONDecodeError:
@@ -198,6 +208,11 @@ def _as_str(value: Any, name: str, *, required: bool = True) -> str:
     return value
 
 
+MAX_COORDINATE = 100_000.0
+"""Largest absolute value of a bounding-box number (PDF points; the largest page PDF allows is 14,400
+points wide). Larger values are refused before they reach the renderer, whose rectangles overflow."""
+
+
 def _as_bbox(value: Any) -> list[float]:
     if value is None or value == "" or value == []:
         return []
@@ -214,6 +229,8 @@ def _as_bbox(value: Any) -> list[float]:
         raise ActionError(f"bounding_box must contain numbers, got {value!r}") from None
     if not all(math.isfinite(v) for v in box):
         raise ActionError(f"bounding_box must contain finite numbers, got {value!r}")
+    if not all(abs(v) <= MAX_COORDINATE for v in box):
+        raise ActionError(f"bounding_box values must lie within ±{MAX_COORDINATE:g} PDF points, got {box}")
     if box[2] <= 0 or box[3] <= 0:
         raise ActionError(f"bounding_box width and height must be positive, got {box}")
     return box

@@ -167,7 +167,7 @@ def _as_list(answer: Any, length: int | None, computed: list, compute_strings: b
             return [_element(node, computed) for node in tree.elts]
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
-    parts = [p for p in re.split(r"\s*[,;]\s*", body) if p.strip()]
+    parts = [p for p in re.split(r"(?<!\s)\s*[,;]\s*", body) if p.strip()]
     if length is not None and len(parts) == length:
         return [_split_scalar(p) for p in parts]
     return None

@@ -19,7 +19,7 @@ MARK_CHARS = "0-9∗*⋆†‡§¶♢♠♡♣♥♦#‖⋄◇○•" + "α-ω"
 _MARK_RUN = re.compile(rf"[{MARK_CHARS}](?:\s?,\s?[{MARK_CHARS}]|[{MARK_CHARS}])*")
 _ENTRY_START = re.compile(rf"(?:(?<=^)|(?<=\s)|(?<=,))([{MARK_CHARS}]+)\s*(?=[A-Z])", re.M)
 #: The abstract heading of page 1 ("Abstract", "A B S T R A C T"): the front matter ends there.
-ABSTRACT_HEADING = re.compile(r"\n\s*(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
+ABSTRACT_HEADING = re.compile(r"\n[^\S\n]*+(?:abstract|a\s*b\s*s\s*t\s*r\s*a\s*c\s*t)\b", re.I)
 #: A line of page 1 that says where and when the paper was published or under which licence: the
 #: proceedings footer of ACL-style papers, a conference or copyright note.
 PUBLICATION_LINE = re.compile(r"\bproceedings\b|©|c⃝|\bcopyright\b", re.I)

@@ -535,7 +535,7 @@ def answer_label(label: str, answer_format: str | None = None) -> str:
     head'") that the label names, spelled as listed. Reads the answer format, never the question."""
     out = label.translate(_LIGATURES)
     if WITHOUT_YEAR.search(answer_format or ""):
-        out = " ".join(re.sub(r"\s*\([^)]*\)", " ", out).split()) or out
+        out = " ".join(re.sub(r"(?<!\s)\s*\([^()]*\)", " ", out).split()) or out
     options = re.findall(r"'([^']{1,60})'", answer_format or "")
     if len(options) >= 2:
         inside = [o for o in options if re.search(r"(?<!\w)" + re.escape(o.lower()) + r"(?!\w)", out.lower())]

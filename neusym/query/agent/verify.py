@@ -45,7 +45,7 @@ from neusym.query.agent.cues import (
 )
 
 _NUMBER = re.compile(r"(?<![\w.])[-+]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w.])|(?<![\w.])[-+]?\d+(?:\.\d+)?(?![\w])")
-_QUOTED = re.compile(r"[\"“]([^\"”]{3,120})[\"”]")
+_QUOTED = re.compile(r"[\"“]([^\"“”]{3,120})[\"”]")
 
 
 @dataclass
