@@ -13,7 +13,7 @@ For every table line and every cell it checks that
     cell (e.g. "84.76 ±" and "0.37" on separate lines) a looser check is used:
     first with all whitespace removed, then every token of the cell in the page
     in order; cells passing only the loose checks are listed as notes;
-  * "value" equals the main number parsed from "text" (no ± spread, %, marks;
+  * "value" equals the main number parsed from "text" (no ± spread, %, marks, enclosing parentheses;
     unicode minus kept as a sign; thousands separators removed; k/M/B suffixes
     multiplied out).
 Duplicate (row, column) pairs inside a table are reported as warnings.
@@ -38,6 +38,8 @@ def norm(s):
 def parse_value(text):
     """Main number of a printed cell, or None if it does not look like one."""
     t = norm(text)
+    t = re.sub(r'^\((.*)\)$', r'\1', t)      # a value printed in parentheses: "(.891)", "(91.48±0.07)"
+    t = re.sub(r'\s*\(\s*±[^()]*\)$', '', t)  # a spread in parentheses after the value: "91.24(±0.12)"
     t = re.split(r'\s*±\s*', t)[0]           # drop ± spread
     t = t.strip().rstrip(MARKS).strip()       # trailing marks
     t = t.rstrip('%').strip()
