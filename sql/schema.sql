@@ -122,6 +122,8 @@ COMMENT ON COLUMN tables.page_number IS 'The page number (from 1) of the table.'
 COMMENT ON COLUMN tables.ref_paper_id IS 'Foreign key to metadata.paper_id.';
 COMMENT ON COLUMN tables.ref_page_id IS 'Foreign key to pages.page_id.';
 ALTER TABLE tables ADD COLUMN IF NOT EXISTS ref_section_id UUID;
+ALTER TABLE tables ADD COLUMN IF NOT EXISTS table_source VARCHAR;
+COMMENT ON COLUMN tables.table_source IS 'Which reading of the page built table_content: ''slanet'' (the SLANet-1M table-structure model''s cells filled with the PDF''s words), ''pymupdf4llm'' (pymupdf4llm''s table engine), ''words'' (the word grid or PyMuPDF''s ruled-line finder) or ''mineru''; NULL when no cells were extracted or the paper was parsed before the column existed. Filter on it to compare or exclude a source.';
 COMMENT ON COLUMN tables.ref_section_id IS 'Foreign key to sections.section_id: the innermost section or subsection holding the caption of the table; NULL before the first heading. Count elements of a section with its subsections by also matching sections whose parent_section_id is that section.';
 
 CREATE TABLE IF NOT EXISTS images (

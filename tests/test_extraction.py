@@ -109,9 +109,13 @@ def test_a_failing_layout_model_keeps_the_pymupdf_elements(monkeypatch, caplog):
 
     monkeypatch.setattr(layout, "html_tables", broken)
     monkeypatch.setattr(layout, "page_regions", broken)
+    import neusym.ingest.parse.structure as structure
+
+    monkeypatch.setattr(structure.StructureModel, "predict", broken)
     paper = parse_pdf(NAACL, Settings(parse_backend="layout"))
     assert paper.model_dump() == parse_pdf(NAACL, Settings(parse_backend="pymupdf")).model_dump()
     assert "pymupdf4llm tables failed" in caplog.text and "rapid-layout failed on page" in caplog.text
+    assert "table-structure model failed on page" in caplog.text
     assert str(NAACL) in caplog.text
 
 

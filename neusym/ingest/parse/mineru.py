@@ -215,9 +215,10 @@ def refine_with_mineru(opened: OpenedPDF, floats: list, equations: list[Equation
             ours.bbox = mf["bbox"]
             if mf["html"]:
                 ours.html = mf["html"]
+                ours.source = "mineru"
         elif mf["label"] and 1 <= mf["page"] <= len(opened.pages):
             new = FloatDraft(kind=mf["kind"], label=mf["label"], page=mf["page"], caption=mf["caption"],
-                             bbox=mf["bbox"], html=mf["html"])
+                             bbox=mf["bbox"], html=mf["html"], source="mineru" if mf["html"] else None)
             floats.append(new)
             by_label[(new.kind, new.label)] = new
     out = list(equations)

@@ -1,0 +1,352 @@
+"""One grid per table, from the sources that read it: which source built it, and the grid it stores.
+
+Sources (``tables.table_source``):
+
+- ``slanet``: the table-structure model's cells (:mod:`neusym.ingest.parse.structure`) filled with the
+  PDF's words, then corrected with the page's geometry (:func:`model_table`);
+- ``pymupdf4llm``: pymupdf4llm's HTML table (``pymupdf.layout``);
+- ``words``: the word grid or PyMuPDF's ruled-line finder (:func:`neusym.ingest.parse.elements.table_html`).
+
+:func:`combine` takes the table's region (pymupdf4llm's box when it found the table, else the
+caption's region), trims prose lines the region took in at its top or bottom, runs the model there
+and keeps its grid unless it holds clearly fewer numbers than the grid the parse had before
+(pymupdf4llm's, or the word grid when that has 1.25x more cells): then that one is stored. The
+rules and their thresholds were chosen on the dev tables of ``benchmarks/table_cells`` and are
+reported on its test tables (``benchmarks/table_cells/README.md``).
+
+Corrections of the model's grid, each from the PDF rather than the picture:
+
+- **merged body rows**: a predicted row whose cells hold numbers from two or more text lines (dense
+  tables without rules, "Sentence / Char" sub-rows) is split at the lines; a label cell on one line
+  spans the new rows (a group label), wrapped labels with numbers on one line stay one row;
+- **group labels**: an empty cell of the first label column takes the one label printed in the same
+  band between horizontal rules ("LLaMA" centred over its 7B-65B rows).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+
+from neusym.ingest.parse.pdf import Box, PageLayout
+
+log = logging.getLogger(__name__)
+
+_NUMBER_WORD = re.compile(r"^[(\[]?[\u2212±+-]?\d(?:[\d,]*\d)?(?:\.\d+)?[%kKMB]?[)\]]?[*\u2020\u2021]*$|^[\u2212±+-]?\.\d+")
+SOURCES = ("slanet", "pymupdf4llm", "words")
+RENDER_PAD = 4.0
+"""Points of page drawn around the table's region in the image the model sees (chosen on the dev tables:
+0, 2, 4, 6, 8 and 12 tried; a tight crop hides the table's outer rules)."""
+
+
+@dataclass
+class TableGrid:
+    """The grid a table is stored with: ``html`` (``tables.table_content``) and which source built it."""
+
+    html: str | None
+    source: str | None
+    box: Box | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Cell:
+    row0: int
+    row1: int
+    col0: int
+    col1: int
+    words: list[tuple]
+    header: bool = False
+
+    @property
+    def text(self) -> str:
+        return " ".join(str(w[4]) for w in self.words)
+
+
+def is_number_word(text: str) -> bool:
+    """A word that is one printed number ("84.2", "−0.5", "62.1%", "15.7k", "(.891)", "±0.3")."""
+    return bool(_NUMBER_WORD.match(text))
+
+
+# ------------------------------------------------------------------------------ text lines
+def _lines(words: list[tuple]) -> list[list[tuple]]:
+    """Words grouped into text lines: vertical centres within 40% of the word height (top first)."""
+    out: list[list[tuple]] = []
+    for w in sorted(words, key=lambda w: ((w[1] + w[3]) / 2, w[0])):
+        c, h = (w[1] + w[3]) / 2, max(w[3] - w[1], 1.0)
+        if out:
+            last = out[-1]
+            lc = sum((x[1] + x[3]) / 2 for x in last) / len(last)
+            if abs(c - lc) < 0.4 * h:
+                last.append(w)
+                continue
+        out.append([w])
+    return out
+
+
+def _prose_line(words: list[tuple]) -> bool:
+    """A line of running text: 6+ lower-case words of 3+ letters making 60% of the words, no number words
+    (the running text a region grew into above or below a table)."""
+    texts = [str(w[4]) for w in words]
+    lower = [t for t in texts if re.fullmatch(r"[a-z]{3,}[,.;:]?", t)]
+    return len(lower) >= 6 and len(lower) >= 0.6 * len(texts) and not any(is_number_word(t) for t in texts)
+
+
+def trim_prose(page: PageLayout, box: Box) -> Box:
+    """``box`` without the lines of running text at its top and bottom (a region that took in the
+    paragraphs next to a table): the box of the remaining words, or ``box`` when nothing is trimmed."""
+    from neusym.ingest.parse.structure import words_in
+
+    lines = _lines(words_in(page.words(), box))
+    start, end = 0, len(lines)
+    while start < end and _prose_line(lines[start]):
+        start += 1
+    while end > start and _prose_line(lines[end - 1]):
+        end -= 1
+    if (start, end) == (0, len(lines)) or start >= end:
+        return box
+    kept = [w for ln in lines[start:end] for w in ln]
+    return (box[0], min(w[1] for w in kept) - 1.0, box[2], max(w[3] for w in kept) + 1.0)
+
+
+# ------------------------------------------------------------------------------ model grid
+def model_table(page: PageLayout, box: Box) -> list[_Cell] | None:
+    """The structure model's cells in ``box`` filled with the PDF's words and corrected (module
+    docstring); None when the model is unavailable or finds no grid."""
+    from neusym.ingest.parse.structure import assign_words, structure_model, words_in
+
+    model = structure_model()
+    if model is None or page._page is None:
+        return None
+    try:
+        predicted = model.predict(page._page, box, RENDER_PAD)
+        if not predicted:
+            return None
+        words = words_in(page.words(), box)
+        assigned = assign_words(words, [c.box for c in predicted])
+        cells = [_Cell(c.row0, c.row1, c.col0, c.col1, ws, c.header) for c, ws in zip(predicted, assigned)]
+        cells = _split_merged_rows(cells)
+        cells = _push_down_header_lines(cells)
+        cells = _split_spanning_headers(cells)
+        return _band_labels(page, box, cells)
+    except Exception as exc:  # noqa: BLE001 - the model failing on one table keeps the other sources
+        log.warning("table-structure model failed on page %d: %s; the table is read from its other sources",
+                    page.number, exc)
+        return None
+
+
+def _column_ranges(cells: list[_Cell]) -> dict[int, tuple[float, float]]:
+    """x-range of each column: the words of its single-column body cells."""
+    ranges: dict[int, tuple[float, float]] = {}
+    for c in cells:
+        if c.col0 == c.col1 and not c.header and c.words:
+            x0, x1 = min(w[0] for w in c.words), max(w[2] for w in c.words)
+            lo, hi = ranges.get(c.col0, (x0, x1))
+            ranges[c.col0] = (min(lo, x0), max(hi, x1))
+    return ranges
+
+
+def _nearest_column(ranges: dict[int, tuple[float, float]], columns: list[int], x: float) -> int:
+    return min(columns, key=lambda k: 0.0 if ranges[k][0] - 2 <= x <= ranges[k][1] + 2 else
+               min(abs(x - ranges[k][0]), abs(x - ranges[k][1])) + 1.0)
+
+
+def _push_down_header_lines(cells: list[_Cell]) -> list[_Cell]:
+    """A header cell whose box the model drew over two header rows holds the lower row's words too
+    ("Ubuntu Corpus" over "R10@1 R10@2 R10@5"): when the header cells below it are empty, its lines after
+    the first move down into them, each word into the column it stands over."""
+    ranges = _column_ranges(cells)
+    by_pos = {(c.row0, c.col0): i for i, c in enumerate(cells)}
+    out = list(cells)
+    for i, c in enumerate(cells):
+        lines = _lines(c.words)
+        if not c.header or len(lines) < 2:
+            continue
+        span = [k for k in range(c.col0, c.col1 + 1) if k in ranges]
+        below = [by_pos.get((c.row1 + 1, k)) for k in range(c.col0, c.col1 + 1)]
+        if not span or any(j is None or not cells[j].header or cells[j].words for j in below):
+            continue
+        moved: dict[int, list[tuple]] = {}
+        for w in (w for ln in lines[1:] for w in ln):
+            k = _nearest_column(ranges, span, (w[0] + w[2]) / 2)
+            moved.setdefault(k, []).append(w)
+        out[i] = _Cell(c.row0, c.row1, c.col0, c.col1, list(lines[0]), True)
+        for j in below:
+            t = cells[j]
+            if t.col0 in moved:
+                out[j] = _Cell(t.row0, t.row1, t.col0, t.col1, sorted(moved[t.col0], key=lambda w: w[0]), True)
+    return out
+
+
+def _split_spanning_headers(cells: list[_Cell]) -> list[_Cell]:
+    """A header cell predicted over k columns whose words fall apart, at gaps wider than a space, into k
+    groups each over one of those columns ("R10@1   R10@2   R10@5" read as one cell) becomes k cells.
+    A label centred over its columns ("Ubuntu Corpus") has fewer groups than columns and stays whole."""
+    ranges = _column_ranges(cells)
+    out: list[_Cell] = []
+    for c in cells:
+        span = list(range(c.col0, c.col1 + 1))
+        if not c.header or len(span) < 2 or len(c.words) < len(span) or any(k not in ranges for k in span):
+            out.append(c)
+            continue
+        words = sorted(c.words, key=lambda w: w[0])
+        groups: list[list[tuple]] = [[words[0]]]
+        for w in words[1:]:
+            gap = w[0] - groups[-1][-1][2]
+            if gap > 0.8 * max(w[3] - w[1], 1.0):
+                groups.append([w])
+            else:
+                groups[-1].append(w)
+        cols = [_nearest_column(ranges, span, (g[0][0] + g[-1][2]) / 2) for g in groups]
+        if len(groups) != len(span) or cols != span:
+            out.append(c)
+            continue
+        out += [_Cell(c.row0, c.row1, k, k, g, True) for k, g in zip(span, groups)]
+    return out
+
+
+def _split_merged_rows(cells: list[_Cell]) -> list[_Cell]:
+    """Predicted body rows whose cells hold numbers from several text lines, split at the lines."""
+    n_rows = max((c.row1 for c in cells), default=-1) + 1
+    out: list[_Cell] = []
+    offset = 0
+    for r in range(n_rows):
+        row = [c for c in cells if c.row0 == r]
+        single = [c for c in row if c.row1 == r]
+        lines = _lines([w for c in single for w in c.words])
+        numeric_lines = [ln for ln in lines if any(is_number_word(str(w[4])) for w in ln)]
+        multi = [c for c in single if len(_lines(c.words)) > 1 and any(is_number_word(str(w[4])) for w in c.words)]
+        if any(c.header for c in row) or len(numeric_lines) < 2 or not multi or any(c.row1 > r for c in row):
+            for c in row:
+                out.append(_Cell(c.row0 + offset, c.row1 + offset, c.col0, c.col1, c.words, c.header))
+            continue
+        # the new rows are the lines with numbers; words of other lines (a label centred between
+        # them, a wrapped label) join the nearest of those
+        centres = [sum((w[1] + w[3]) / 2 for w in ln) / len(ln) for ln in numeric_lines]
+
+        def line_of(w: tuple) -> int:
+            y = (w[1] + w[3]) / 2
+            return min(range(len(centres)), key=lambda i: abs(centres[i] - y))
+
+        k = len(numeric_lines)
+        for c in row:
+            parts: dict[int, list[tuple]] = {}
+            for w in c.words:
+                parts.setdefault(line_of(w), []).append(w)
+            if not any(is_number_word(str(w[4])) for w in c.words) and len(_lines(c.words)) == 1:
+                out.append(_Cell(r + offset, r + offset + k - 1, c.col0, c.col1, c.words, False))  # a group label
+                continue
+            if not parts:
+                out.append(_Cell(r + offset, r + offset + k - 1, c.col0, c.col1, [], False))
+                continue
+            for i in range(k):
+                out.append(_Cell(r + offset + i, r + offset + i, c.col0, c.col1, sorted(parts.get(i, []),
+                                 key=lambda w: w[0]), False))
+        offset += k - 1
+    return out
+
+
+def _rules(page: PageLayout, box: Box) -> list[float]:
+    """y positions of the horizontal rules drawn across at least half of ``box``'s width."""
+    width = box[2] - box[0]
+    ys = sorted((y0 + y1) / 2 for x0, y0, x1, y1 in page.graphics_boxes()
+                if y1 - y0 < 2.5 and x1 - x0 >= 0.5 * width and box[1] - 8 <= (y0 + y1) / 2 <= box[3] + 8
+                and min(x1, box[2]) - max(x0, box[0]) > 0.4 * width)
+    out: list[float] = []
+    for y in ys:  # a double rule is one rule
+        if not out or y - out[-1] > 2.0:
+            out.append(y)
+    return out
+
+
+def _band_labels(page: PageLayout, box: Box, cells: list[_Cell]) -> list[_Cell]:
+    """Empty cells of the first column take the one label printed in the same band between rules, when
+    the first column is an outer label column (its cells are empty on rows where the second column has
+    a label) and the table has rules between its bands."""
+    rules = _rules(page, box)
+    if len(rules) < 2:
+        return cells
+    first = {c.row0: c for c in cells if c.col0 == 0 and c.col1 == 0 and not c.header}
+    second = {c.row0: c for c in cells if c.col0 == 1 and not c.header}
+    empty = [r for r, c in first.items() if not c.words and r in second and second[r].words]
+    if not empty:
+        return cells
+
+    def row_y(r: int) -> float | None:
+        ws = [w for c in cells if c.row0 == r for w in c.words]
+        return sum((w[1] + w[3]) / 2 for w in ws) / len(ws) if ws else None
+
+    def band(y: float) -> int:
+        return sum(1 for ry in rules if ry < y)
+
+    bands: dict[int, list[int]] = {}
+    for r in first:
+        y = row_y(r)
+        if y is not None:
+            bands.setdefault(band(y), []).append(r)
+    out = list(cells)
+    for rows in bands.values():
+        labelled = [first[r] for r in rows if first[r].words]
+        if len(labelled) != 1 or len(rows) < 2:
+            continue
+        label = labelled[0]
+        for r in rows:
+            if r != label.row0 and not first[r].words:
+                i = out.index(first[r])
+                out[i] = _Cell(first[r].row0, first[r].row1, 0, 0, list(label.words), False)
+    return out
+
+
+def cells_html(cells: list[_Cell]) -> str | None:
+    """The corrected model cells as HTML with spans (:func:`neusym.ingest.parse.structure.grid_html`)."""
+    from neusym.ingest.parse.structure import GridCell, grid_html
+
+    return grid_html([GridCell(c.row0, c.row1, c.col0, c.col1, c.text, c.header) for c in cells])
+
+
+# ------------------------------------------------------------------------------ the choice
+def _filled_cells(html: str | None) -> int:
+    from neusym.ingest.parse.cells import html_rows
+
+    return sum(1 for row in html_rows(html) for c in row if c.strip())
+
+
+def numbers_in(html: str | None) -> int:
+    """Cells of ``html`` that hold exactly one printed number (what a grid is judged by)."""
+    from neusym.ingest.parse.cells import html_rows, parse_number
+
+    return sum(1 for row in html_rows(html) for c in row if parse_number(c) is not None)
+
+
+def combine(page: PageLayout, box: Box | None, words_html: str | None, p4l: tuple[Box, str] | None) -> TableGrid:
+    """The grid stored for one table (module docstring). ``box``: the caption's region; ``words_html``:
+    the word grid of that region; ``p4l``: pymupdf4llm's (box, HTML) matched to this table, or None."""
+    before, before_source, region = words_html, "words" if words_html else None, box
+    if p4l is not None:
+        region = p4l[0]  # its box follows the table's ink more closely than the caption's region
+        if words_html is None or _filled_cells(p4l[1]) * 1.25 >= _filled_cells(words_html):
+            before, before_source = p4l[1], "pymupdf4llm"
+    if region is None:
+        return TableGrid(before, before_source, region)
+    region = trim_prose(page, region)
+    cells = model_table(page, region)
+    html = cells_html(cells) if cells else None
+    if html is None:
+        return TableGrid(before, before_source, region)
+    candidates = [("slanet", html)] + [(name, other) for name, other in
+                                       (("pymupdf4llm", p4l[1] if p4l else None), ("words", words_html)) if other]
+    scored = [(addressed(h), -i, name, h) for i, (name, h) in enumerate(candidates)]
+    best = max(scored)
+    notes = [f"{name}: {n} addressed numbers" for n, _, name, _ in scored]
+    return TableGrid(best[3], best[2], region, notes)
+
+
+def addressed(html: str | None) -> int:
+    """How many numbers of a grid get an address of their own: distinct (row header, header path) pairs,
+    both non-empty, among its numeric cells (:func:`neusym.ingest.parse.cells.table_cells`). A grid that
+    merged rows or columns, lost its header or shifted cells gives fewer numbers a unique address."""
+    from neusym.ingest.parse.cells import table_cells
+
+    return len({(c.row_header, c.column_header_path) for c in table_cells(html)
+                if c.number is not None and not c.is_header and c.row_header and c.column_header_path})
