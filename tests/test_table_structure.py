@@ -131,3 +131,11 @@ def test_spreads_printed_under_their_values_and_numbers_as_column_names():
               "<tr><td>MixMatch</td><td>11.08 ± 0.87</td><td>9.65 ± 0.94</td><td>7.75 ± 0.32</td></tr></table>")
     got = {(c.row_header, c.column_header_path, c.number) for c in table_cells(labels) if c.number is not None}
     assert ("PiModel", "250", 53.02) in got and ("MixMatch", "1000", 7.75) in got and len(got) == 6
+
+
+def test_a_breve_between_numbers_is_the_plus_minus_the_font_lost():
+    """LATS (arXiv 2310.04406) prints "±" with a font whose text layer says "˘" ("4˘0" in its prose)."""
+    html = "<table><tr><td>Method</td><td>Score</td></tr><tr><td>LATS</td><td>0.63 ˘ 0.02</td></tr></table>"
+    (cell,) = [c for c in table_cells(html) if c.number is not None]
+    assert (cell.row_header, cell.column_header_path, cell.number, cell.plus_minus, cell.text) == (
+        "LATS", "Score", 0.63, 0.02, "0.63±0.02")

@@ -1,23 +1,32 @@
 """Tables as relations: the cells of a parsed table, each with its row header, header path and number.
 
-The parse stores each table as an HTML grid (``tables.table_content``: pymupdf4llm's table engine,
-PyMuPDF's ruled-line finder or the word grid of :func:`neusym.ingest.parse.elements.table_html`).
+The parse stores each table as an HTML grid (``tables.table_content``: the table-structure model's
+cells, pymupdf4llm's table engine, PyMuPDF's ruled-line finder or the word grid of
+:func:`neusym.ingest.parse.elements.table_html`; :mod:`neusym.ingest.parse.tables` picks one).
 This module reads that grid back as cells (:func:`table_cells`), which materialization stores in
 ``table_cells`` so that a table can be asked about with SQL, by the agent and by analysts:
 
+- ``colspan``/``rowspan`` are expanded to a full grid (the text repeated over the cells it covers);
+  a cell spanning a whole body row is a divider written in its first cell;
 - **header rows** are the leading rows where at most a third of the cells after the first hold a
-  number (in a table of words, where every row is so, the rows before the first number in a
+  number or a placeholder ("-"), the ``<th>`` rows when the source marked more, or a first row of
+  distinct whole numbers over columns of other numbers ("Labels | 250 | 500"); a divider row ends the
+  header (in a table of words, where every row is so, the rows before the first number in a
   mostly numeric column, else the first row); a line break inside a cell (``<br>``) separates
   words; several header rows give each column a *header path*, top row first, joined with " / "
   ("MNLI / Acc."). A sparse upper header row (group labels the PDF centres over their columns,
   extracted as one cell each) has each label copied to the columns it is nearest to, so a spanning
   header is part of the path of every column it covers; an HTML ``colspan`` is repeated the same way.
 - a column the extraction merged ("98.4 712" under "prec. yield") is split in two;
-- the **row header** is the text of the leftmost label column(s) (the columns, from the left, that
-  hold more words than numbers), joined with " / " when there are several; a label cell left empty
-  under a label spanning several rows takes that label from the row above. A row whose only
-  non-empty cell is its first (a full-width "Baselines" divider) is not a data row;
-- each cell's **number** is read by :func:`parse_number`: "98.4±0.3" → 98.4 with spread 0.3,
+- the **row header** is the text of the leftmost label column(s) (the first column and the columns
+  after it that hold more words than numbers, or have no header at all, or hold the short numbers that
+  tell repeated labels apart: "PaLM | 62B"), joined with " / " when there are several; a label cell
+  left empty under a label spanning several rows takes that label from the row above. A row whose only
+  non-empty cell is its first (a full-width "Baselines" divider) is not a data row; when the same
+  labels repeat under several dividers, the divider prefixes them ("ACE 2004 / Our model");
+- a row of spreads under a row of values ("±0.55%") is joined to it;
+- each cell's **number** is read by :func:`parse_number` (a "±" that the PDF's font maps to a breve
+  restored first): "98.4±0.3" → 98.4 with spread 0.3,
   "62.1%" → 62.1 with unit "%", "1.2k" → 1200, "−0.5" → −0.5, "91.6*" → 91.6 with marks "*".
   Cells with several numbers ("36.9 80.0") or none keep ``number`` NULL.
 
@@ -465,10 +474,35 @@ def _row_headers(data: list[list[str]], lead: int) -> list[str | None]:
         if lead > 1 and cells[-1]:
             # a spanning label of an outer column is left empty on the rows it covers below its first
             filled = [c or (above[j] if j < lead - 1 else "") for j, c in enumerate(cells)]
-        label = " / ".join(c for c in filled if c and not _PLACEHOLDER.match(c))
+        parts: list[str] = []
+        for c in filled:  # a label the grid spread over two label columns is said once
+            if c and not _PLACEHOLDER.match(c) and (not parts or parts[-1] != c):
+                parts.append(c)
+        label = " / ".join(parts)
         labels.append(label or None)
         above = [c or above[j] for j, c in enumerate(filled)]
     return labels
+
+
+_KEY_NUMBER = re.compile(r"^\d{1,6}[kKMBT]?$|^\d{1,4}\.\d{1,2}[kKMBT]$")
+"""A whole number or a size ("3", "10", "62B", "1.3B"): what a column that names rows holds."""
+
+
+def _key_columns(data: list[list[str]], lead: int) -> int:
+    """``lead``, or one more when the row labels repeat and the column after them tells the repeats apart
+    with short whole numbers or sizes ("PaLM | 8B", "PaLM | 62B"; "R3 | 1", "R3 | 3" under "TOP-k"): rows are
+    named by the label and that number together, which is then not a value of the table."""
+    width = len(data[0]) if data else 0
+    if lead >= width - 1:
+        return lead
+    labels = _row_headers(data, lead)
+    rows = [(label, r[lead].strip()) for label, r in zip(labels, data) if label is not None]
+    names = [label for label, _ in rows]
+    if len(set(names)) == len(names) or not rows:
+        return lead  # the labels already name every row
+    if not all(_KEY_NUMBER.match(v) for _, v in rows) or len(set(rows)) != len(rows):
+        return lead
+    return lead + 1
 
 
 def _divider_prefixes(data: list[list[str]], labels: list[str | None]) -> list[str | None]:
@@ -499,9 +533,14 @@ _LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\uf
                             "\ufb05": "st", "\ufb06": "st"})
 
 
+_BREVE_PLUS_MINUS = re.compile(r"(?<=[\d%])\s*˘\s*(?=[\d.])")
+
+
 def _plain(text: str) -> str:
-    """A cell's text with typographic ligatures spelled out ("Classiﬁcation" -> "Classification")."""
-    return text.translate(_LIGATURES)
+    """A cell's text with typographic ligatures spelled out ("Classiﬁcation" -> "Classification") and a
+    "±" that the PDF's font maps to a breve restored ("87.0 ˘ 3.0" -> "87.0±3.0": the breve between two
+    numbers is a glyph-mapping fault of some LaTeX fonts, never an accent)."""
+    return _BREVE_PLUS_MINUS.sub("±", text.translate(_LIGATURES))
 
 
 def table_cells(html_table: str | None) -> list[TableCell]:
@@ -522,6 +561,7 @@ def table_cells(html_table: str | None) -> list[TableCell]:
             if text.strip():
                 out.append(TableCell(i, j, None, paths[j] or None, text.strip(), None, None, None, None, True))
     lead = _label_columns(data, paths=paths)
+    lead = _key_columns(data, lead)
     labels = _divider_prefixes(data, _row_headers(data, lead))
     for i, (row, label) in enumerate(zip(data, labels), start=n_header):
         for j, text in enumerate(row):

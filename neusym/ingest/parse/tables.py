@@ -93,13 +93,24 @@ def _prose_line(words: list[tuple]) -> bool:
     return len(lower) >= 6 and len(lower) >= 0.6 * len(texts) and not any(is_number_word(t) for t in texts)
 
 
+_CAPTION_START = re.compile(r"^(?:Table|Figure|Fig\.)\s*[A-Z]?\d+[:.]?$")
+
+
 def trim_prose(page: PageLayout, box: Box) -> Box:
     """``box`` without the lines of running text at its top and bottom (a region that took in the
-    paragraphs next to a table): the box of the remaining words, or ``box`` when nothing is trimmed."""
+    paragraphs next to a table) and without another float: a caption line inside the region ("Figure 4:
+    ...") and everything on its side of the table go. The box of the remaining words, or ``box`` when
+    nothing is trimmed."""
     from neusym.ingest.parse.structure import words_in
 
     lines = _lines(words_in(page.words(), box))
     start, end = 0, len(lines)
+    captions = [i for i, ln in enumerate(lines) if _CAPTION_START.match(" ".join(str(w[4]) for w in ln[:2]))]
+    for i in captions:
+        if i < len(lines) / 2:
+            start = max(start, i + 1)
+        else:
+            end = min(end, i)
     while start < end and _prose_line(lines[start]):
         start += 1
     while end > start and _prose_line(lines[end - 1]):
