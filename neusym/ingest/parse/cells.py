@@ -563,13 +563,39 @@ def table_cells(html_table: str | None) -> list[TableCell]:
     lead = _label_columns(data, paths=paths)
     lead = _key_columns(data, lead)
     labels = _divider_prefixes(data, _row_headers(data, lead))
+    current = list(paths)
     for i, (row, label) in enumerate(zip(data, labels), start=n_header):
+        block = _header_block(data, i - n_header, lead)
+        if block is not None:  # a second header part-way down: the rows below it take its names
+            current = [b or p for b, p in zip(block, paths)]
+            for j, text in enumerate(row):
+                if text.strip():
+                    out.append(TableCell(i, j, None, current[j] or None, text.strip(), None, None, None, None, True))
+            continue
         for j, text in enumerate(row):
             text = text.strip()
             if not text:
                 continue
             n = parse_number(text) if j >= lead or label is None else None
-            out.append(TableCell(i, j, label, paths[j] or None, text,
+            out.append(TableCell(i, j, label, current[j] or None, text,
                                  n.value if n else None, n.plus_minus if n else None, n.unit if n else None,
                                  n.marks if n else None, False))
     return out
+
+
+def _header_block(data: list[list[str]], i: int, lead: int) -> list[str] | None:
+    """The column names of data row ``i`` when it is a header repeated part-way down the table (stacked
+    blocks, each with its own header): no number in it, words over at least half of the value columns,
+    and numbers in the row below. None otherwise."""
+    if i + 1 >= len(data):
+        return None
+    row, below = data[i], data[i + 1]
+    values = row[lead:]
+    if not values or any(parse_number(c) is not None for c in values):
+        return None
+    named = [c for c in values if c.strip() and not _PLACEHOLDER.match(c)]
+    if len(named) * 2 < len(values) or len(named) < 2:
+        return None
+    if not any(parse_number(c) is not None for c in below[lead:]):
+        return None
+    return [""] * lead + [" ".join(c.split()) for c in values]
