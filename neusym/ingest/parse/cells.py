@@ -170,7 +170,7 @@ def html_rows(html_table: str | None) -> list[list[str]]:
 
 _MINUS = str.maketrans({"\u2212": "-", "\u2013": "-", "\u2014": "-", "\u2010": "-", "\u2011": "-",
                         "\u00a0": " ", "\u2009": " ", "\u202f": " "})
-_MARKS = "*†‡§¶#⋆★♣♠♦♥"
+_MARKS = "*∗†‡§¶#⋆★♣♠♦♥"
 _NUMBER_CELL = re.compile(  # on whitespace-collapsed text: " ?" where blanks may stand (linear, unlike runs of \s*)
     r"(?P<lead>[" + _MARKS + r"]*) ?"
     r"(?P<sign>[+-])? ?(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"

@@ -33,7 +33,7 @@ from neusym.ingest.parse.pdf import Box, PageLayout
 
 log = logging.getLogger(__name__)
 
-_NUMBER_WORD = re.compile(r"^[(\[]?[\u2212±+-]?\d(?:[\d,]*\d)?(?:\.\d+)?[%kKMB]?[)\]]?[*\u2020\u2021]*$|^[\u2212±+-]?\.\d+")
+_NUMBER_WORD = re.compile(r"^[(\[]?[\u2212±+-]?\d(?:[\d,]*\d)?(?:\.\d+)?[%kKMB]?[)\]]?[*\u2217\u2020\u2021]*$|^[\u2212±+-]?\.\d+")
 SOURCES = ("slanet", "pymupdf4llm", "words")
 RENDER_PAD = 4.0
 """Points of page drawn around the table's region in the image the model sees (chosen on the dev tables:
