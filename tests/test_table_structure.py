@@ -126,7 +126,8 @@ def test_spreads_printed_under_their_values_and_numbers_as_column_names():
     assert [(c.row_header, c.column_header_path, c.number, c.plus_minus) for c in cells] == [
         ("Pair-45%", "Standard", 56.52, 0.55), ("Pair-45%", "Co-teaching", 87.63, 0.21),
         ("Symmetry-50%", "Standard", 66.05, 0.61), ("Symmetry-50%", "Co-teaching", 91.32, 0.06)]
-    labels = ("<table><tr><td>Methods/Labels</td><td>250</td><td>500</td><td>1000</td></tr>"
+    # numbers as column names: a header the source marked (<th>) is taken even though it is all numbers
+    labels = ("<table><tr><th>Methods/Labels</th><th>250</th><th>500</th><th>1000</th></tr>"
               "<tr><td>PiModel</td><td>53.02 ± 2.05</td><td>41.82 ± 1.52</td><td>31.53 ± 0.98</td></tr>"
               "<tr><td>MixMatch</td><td>11.08 ± 0.87</td><td>9.65 ± 0.94</td><td>7.75 ± 0.32</td></tr></table>")
     got = {(c.row_header, c.column_header_path, c.number) for c in table_cells(labels) if c.number is not None}

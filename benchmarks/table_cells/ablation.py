@@ -29,14 +29,11 @@ def corrections() -> dict:
 
     return {
         "merged body rows split at their text lines": (tables, "_split_merged_rows", lambda c: c),
-        "header lines pushed down into empty header cells": (tables, "_push_down_header_lines", lambda c: c),
-        "header run over k columns split at its gaps": (tables, "_split_spanning_headers", lambda c: c),
         "group labels of the band between rules": (tables, "_band_labels", lambda page, box, c: c),
         "prose and other floats' captions trimmed from the region": (tables, "trim_prose", lambda page, box: box),
         "dividers prefix labels that repeat under them": (cells, "_divider_prefixes", lambda data, labels: labels),
         "short numbers or sizes beside repeated labels name rows": (cells, "_key_columns", lambda data, lead: lead),
         "spreads printed under their values joined": (cells, "_join_spread_rows", lambda data: data),
-        "whole numbers as column names": (cells, "_numbers_as_names", lambda rows: False),
         "header blocks part-way down": (cells, "_header_block", lambda data, i, lead: None),
         "breve between numbers read as ±": (cells, "_BREVE_PLUS_MINUS", __import__("re").compile(r"(?!x)x")),
     }

@@ -9,9 +9,8 @@ This module reads that grid back as cells (:func:`table_cells`), which materiali
 - ``colspan``/``rowspan`` are expanded to a full grid (the text repeated over the cells it covers);
   a cell spanning a whole body row is a divider written in its first cell;
 - **header rows** are the leading rows where at most a third of the cells after the first hold a
-  number or a placeholder ("-"), the ``<th>`` rows when the source marked more, or a first row of
-  distinct whole numbers over columns of other numbers ("Labels | 250 | 500"); a divider row ends the
-  header (in a table of words, where every row is so, the rows before the first number in a
+  number or a placeholder ("-"), or the ``<th>`` rows when the source marked more (numbers as column
+  names: "Labels | 250 | 500"); a divider row ends the header (in a table of words, where every row is so, the rows before the first number in a
   mostly numeric column, else the first row); a line break inside a cell (``<br>``) separates
   words; several header rows give each column a *header path*, top row first, joined with " / "
   ("MNLI / Acc."). A sparse upper header row (group labels the PDF centres over their columns,
@@ -342,26 +341,6 @@ def _join_spread_rows(data: list[list[str]]) -> list[list[str]]:
     return out
 
 
-def _numbers_as_names(rows: list[list[str]]) -> bool:
-    """Is the first row a header of numbers ("Labels | 250 | 500 | 1000", "k | 1 | 5 | 10")? Its cells after
-    the first are distinct integers (no decimal point, unit or spread), at least two, and in most of their
-    columns the rows below print other kinds of numbers (decimals, spreads, percentages)."""
-    if len(rows) < 3:
-        return False
-    head = [c.strip() for c in rows[0][1:]]
-    filled = [c for c in head if c]
-    if len(filled) < 2 or len(set(filled)) != len(filled) or not all(re.fullmatch(r"\d{1,7}", c) for c in filled):
-        return False
-    other = 0
-    for j, c in enumerate(rows[0][1:], start=1):
-        if not c.strip():
-            continue
-        below = [r[j].strip() for r in rows[1:] if r[j].strip()]
-        if below and sum(1 for b in below if not re.fullmatch(r"\d{1,7}", b)) * 2 > len(below):
-            other += 1
-    return other * 3 >= len(filled) * 2
-
-
 def split_grid(rows: list[list[str]], header_rows: int = 0) -> tuple[int, list[str], list[list[str]]] | None:
     """Split a grid (cell texts, first row first) into ``(header row count, header path per column,
     data rows)``: header rows are the leading rows where at most a third of the cells after the
@@ -383,8 +362,6 @@ def split_grid(rows: list[list[str]], header_rows: int = 0) -> tuple[int, list[s
         if n_header and row[0].strip() and not any(c.strip() for c in row[1:]):
             break  # a divider under the header ("ACE 2004" above its rows) starts the body
         n_header += 1
-    if n_header == 0 and _numbers_as_names(rows):
-        n_header = 1
     if n_header == len(rows) and len(rows) >= 3:
         n_header = _text_table_header(rows, parse_number)
     if 0 < header_rows < len(rows) and header_rows > n_header:

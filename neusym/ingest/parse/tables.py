@@ -138,83 +138,11 @@ def model_table(page: PageLayout, box: Box) -> list[_Cell] | None:
         assigned = assign_words(words, [c.box for c in predicted])
         cells = [_Cell(c.row0, c.row1, c.col0, c.col1, ws, c.header) for c, ws in zip(predicted, assigned)]
         cells = _split_merged_rows(cells)
-        cells = _push_down_header_lines(cells)
-        cells = _split_spanning_headers(cells)
         return _band_labels(page, box, cells)
     except Exception as exc:  # noqa: BLE001 - the model failing on one table keeps the other sources
         log.warning("table-structure model failed on page %d: %s; the table is read from its other sources",
                     page.number, exc)
         return None
-
-
-def _column_ranges(cells: list[_Cell]) -> dict[int, tuple[float, float]]:
-    """x-range of each column: the words of its single-column body cells."""
-    ranges: dict[int, tuple[float, float]] = {}
-    for c in cells:
-        if c.col0 == c.col1 and not c.header and c.words:
-            x0, x1 = min(w[0] for w in c.words), max(w[2] for w in c.words)
-            lo, hi = ranges.get(c.col0, (x0, x1))
-            ranges[c.col0] = (min(lo, x0), max(hi, x1))
-    return ranges
-
-
-def _nearest_column(ranges: dict[int, tuple[float, float]], columns: list[int], x: float) -> int:
-    return min(columns, key=lambda k: 0.0 if ranges[k][0] - 2 <= x <= ranges[k][1] + 2 else
-               min(abs(x - ranges[k][0]), abs(x - ranges[k][1])) + 1.0)
-
-
-def _push_down_header_lines(cells: list[_Cell]) -> list[_Cell]:
-    """A header cell whose box the model drew over two header rows holds the lower row's words too
-    ("Ubuntu Corpus" over "R10@1 R10@2 R10@5"): when the header cells below it are empty, its lines after
-    the first move down into them, each word into the column it stands over."""
-    ranges = _column_ranges(cells)
-    by_pos = {(c.row0, c.col0): i for i, c in enumerate(cells)}
-    out = list(cells)
-    for i, c in enumerate(cells):
-        lines = _lines(c.words)
-        if not c.header or len(lines) < 2:
-            continue
-        span = [k for k in range(c.col0, c.col1 + 1) if k in ranges]
-        below = [by_pos.get((c.row1 + 1, k)) for k in range(c.col0, c.col1 + 1)]
-        if not span or any(j is None or not cells[j].header or cells[j].words for j in below):
-            continue
-        moved: dict[int, list[tuple]] = {}
-        for w in (w for ln in lines[1:] for w in ln):
-            k = _nearest_column(ranges, span, (w[0] + w[2]) / 2)
-            moved.setdefault(k, []).append(w)
-        out[i] = _Cell(c.row0, c.row1, c.col0, c.col1, list(lines[0]), True)
-        for j in below:
-            t = cells[j]
-            if t.col0 in moved:
-                out[j] = _Cell(t.row0, t.row1, t.col0, t.col1, sorted(moved[t.col0], key=lambda w: w[0]), True)
-    return out
-
-
-def _split_spanning_headers(cells: list[_Cell]) -> list[_Cell]:
-    """A header cell predicted over k columns whose words fall apart, at gaps wider than a space, into k
-    groups each over one of those columns ("R10@1   R10@2   R10@5" read as one cell) becomes k cells.
-    A label centred over its columns ("Ubuntu Corpus") has fewer groups than columns and stays whole."""
-    ranges = _column_ranges(cells)
-    out: list[_Cell] = []
-    for c in cells:
-        span = list(range(c.col0, c.col1 + 1))
-        if not c.header or len(span) < 2 or len(c.words) < len(span) or any(k not in ranges for k in span):
-            out.append(c)
-            continue
-        words = sorted(c.words, key=lambda w: w[0])
-        groups: list[list[tuple]] = [[words[0]]]
-        for w in words[1:]:
-            gap = w[0] - groups[-1][-1][2]
-            if gap > 0.8 * max(w[3] - w[1], 1.0):
-                groups.append([w])
-            else:
-                groups[-1].append(w)
-        cols = [_nearest_column(ranges, span, (g[0][0] + g[-1][2]) / 2) for g in groups]
-        if len(groups) != len(span) or cols != span:
-            out.append(c)
-            continue
-        out += [_Cell(c.row0, c.row1, k, k, g, True) for k, g in zip(span, groups)]
-    return out
 
 
 def _split_merged_rows(cells: list[_Cell]) -> list[_Cell]:
