@@ -93,7 +93,8 @@ class Peak:
         self._thread.join()
 
 
-async def phase(url: str, pool: list, seconds: float, searchers: int, attackers: int, x_mix: bool = False) -> dict:
+async def phase(url: str, pool: list, seconds: float, searchers: int, attackers: int, x_mix: bool = False,
+                only: set[str] | None = None) -> dict:
     deadline = time.perf_counter() + seconds
     latencies: list[float] = []
     search_status: Counter = Counter()
@@ -188,14 +189,18 @@ async def phase(url: str, pool: list, seconds: float, searchers: int, attackers:
 
     extra = []
     if x_mix:
-        extra = [prober(), surface("x1 /v1 newlines", x1), surface("x2 /ask/json abandoned", x2),
-                 surface("x4/x8 feed", x4_x8),
-                 surface("x5 comb", mcp("calculate_expr", {"expr": "comb(10**6, 5*10**5)"})),
-                 surface("x5 slow expr", mcp("calculate_expr", {"expr": "len([x for x in [1]*9999 if x in [2]*9999])"})),
-                 surface("x6 view_image", mcp("view_image", {"paper_id": "00000000-0000-0000-0000-000000000001",
-                                                              "page_number": 1, "bounding_box": [0, 0, 1e300, 1e300]})),
-                 surface("x7 prompt", mcp("neusym_agent", {"question": "x", "paper_ids": "../../etc"}, "prompts/get")),
-                 surface("x9/x10 ris+head", x9_x10)]
+        rows = {"x1": lambda: surface("x1 /v1 newlines", x1), "x2": lambda: surface("x2 /ask/json abandoned", x2),
+                "x4": lambda: surface("x4/x8 feed", x4_x8),
+                "x5": lambda: surface("x5 comb", mcp("calculate_expr", {"expr": "comb(10**6, 5*10**5)"})),
+                "x5s": lambda: surface("x5 slow expr", mcp("calculate_expr",
+                                                           {"expr": "len([x for x in [1]*9999 if x in [2]*9999])"})),
+                "x6": lambda: surface("x6 view_image", mcp("view_image", {
+                    "paper_id": "00000000-0000-0000-0000-000000000001", "page_number": 1,
+                    "bounding_box": [0, 0, 1e300, 1e300]})),
+                "x7": lambda: surface("x7 prompt", mcp("neusym_agent", {"question": "x", "paper_ids": "../../etc"},
+                                                       "prompts/get")),
+                "x9": lambda: surface("x9/x10 ris+head", x9_x10)}
+        extra = [prober()] + [make() for name, make in rows.items() if only is None or name in only]
     await asyncio.gather(*(searcher() for _ in range(searchers)), *(attacker(k) for k in range(attackers)), *extra)
     out = {"search": {"requests": len(latencies), "p50_ms": round(statistics.median(latencies), 1),
                       "p95_ms": round(percentile(latencies, 95), 1), "p99_ms": round(percentile(latencies, 99), 1),

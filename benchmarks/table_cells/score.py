@@ -46,6 +46,28 @@ def same(a: float | None, b: float) -> bool:
     return a is not None and abs(a - b) <= 1e-6 * max(1.0, abs(b))
 
 
+def count_cells(got: list[tuple[str, str, float | None]], truth_cells: list[dict]) -> tuple[dict, list[dict]]:
+    """``(counts, misses)`` of one table: ``got`` are the extracted numeric cells as normalised (row
+    header, header path, number); counts of ``cells``, ``value``, ``value_column``, ``value_row`` and
+    ``cell`` (all three right) over ``truth_cells``; ``misses``: the first three truth cells not fully
+    right, each with what was extracted for its value."""
+    counts = {"cells": 0, "value": 0, "value_column": 0, "value_row": 0, "cell": 0}
+    misses: list[dict] = []
+    for cell in truth_cells:
+        row, col, value = norm(cell["row"]), norm(cell["column"]), float(cell["value"])
+        hits = [g for g in got if same(g[2], value)]
+        counts["cells"] += 1
+        counts["value"] += bool(hits)
+        counts["value_column"] += any(g[1] == col for g in hits)
+        counts["value_row"] += any(g[0] == row for g in hits)
+        ok = any(g[0] == row and g[1] == col for g in hits)
+        counts["cell"] += ok
+        if not ok and len(misses) < 3:
+            misses.append({"truth": [cell["row"], cell["column"], cell["value"]],
+                           "got": [[r, c] for r, c, n in got if same(n, value)][:2]})
+    return counts, misses
+
+
 def stored_table(con: duckdb.DuckDBPyConnection, sha: str, page: int, label: str) -> str | None:
     m = re.match(r"table\s*(\w+)", label, re.I)
     rows = con.execute(
@@ -69,16 +91,7 @@ def score(con: duckdb.DuckDBPyConnection, truth: list[dict], pdf_dir: Path) -> d
             "SELECT row_header, column_header_path, number FROM table_cells WHERE ref_table_id = ?::UUID "
             "AND number IS NOT NULL", [table_id]).fetchall() if table_id else []
         tables_found += bool(cells)
-        got = [(norm(r), norm(c), n) for r, c, n in cells]
-        counts = dict.fromkeys(totals, 0)
-        for cell in t["cells"]:
-            row, col, value = norm(cell["row"]), norm(cell["column"]), float(cell["value"])
-            hits = [g for g in got if same(g[2], value)]
-            counts["cells"] += 1
-            counts["value"] += bool(hits)
-            counts["value_column"] += any(g[1] == col for g in hits)
-            counts["value_row"] += any(g[0] == row for g in hits)
-            counts["cell"] += any(g[0] == row and g[1] == col for g in hits)
+        counts, _ = count_cells([(norm(r), norm(c), n) for r, c, n in cells], t["cells"])
         for k in totals:
             totals[k] += counts[k]
         per_table.append({"pdf": t["pdf"], "page": t["page"], "label": t["label"], "stored": table_id is not None,

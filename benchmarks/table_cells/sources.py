@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent.parent))
 
-from score import norm, same  # noqa: E402
+from score import count_cells, norm  # noqa: E402
 
 SOURCES = ("words", "pymupdf4llm", "shipped", "slanet", "combined")
 
@@ -137,20 +137,7 @@ def score_html(html: str | None, t: dict) -> dict:
 
     got = [(norm(c.row_header), norm(c.column_header_path), c.number) for c in table_cells(html) if c.number is not None
            and not c.is_header]
-    counts = {"cells": 0, "value": 0, "value_column": 0, "value_row": 0, "cell": 0}
-    misses = []
-    for cell in t["cells"]:
-        row, col, value = norm(cell["row"]), norm(cell["column"]), float(cell["value"])
-        hits = [g for g in got if same(g[2], value)]
-        counts["cells"] += 1
-        counts["value"] += bool(hits)
-        counts["value_column"] += any(g[1] == col for g in hits)
-        counts["value_row"] += any(g[0] == row for g in hits)
-        ok = any(g[0] == row and g[1] == col for g in hits)
-        counts["cell"] += ok
-        if not ok and len(misses) < 3:
-            misses.append({"truth": [cell["row"], cell["column"], cell["value"]],
-                           "got": [[r, c] for r, c, n in got if same(n, value)][:2]})
+    counts, misses = count_cells(got, t["cells"])
     counts["misses"] = misses
     return counts
 

@@ -16,8 +16,8 @@ whose result would exceed :data:`MAX_INT_DIGITS` digits (``comb``/``perm``/``fac
 such as a bare function, complex numbers, and results with more than :data:`MAX_RESULT_ELEMENTS`
 elements or characters.
 
-Budget: :func:`calculate` evaluates in one of :data:`WORKERS` worker processes (started once, reused)
-under a memory limit (:data:`MAX_MEMORY_MB`) and a wall-clock limit (``timeout_s``, default
+Budget: :func:`calculate` evaluates in one of :data:`WORKERS` worker processes (started once, reused,
+at a lowered CPU priority) under a memory limit (:data:`MAX_MEMORY_MB`) and a wall-clock limit (``timeout_s``, default
 :data:`TIMEOUT_S`): ``comb(10**7, 5*10**6)`` or ``[[[0]*1000]*1000]*1000`` end with a clear error
 after at most that long instead of running for minutes; the worker is then replaced. The time spent
 waiting for a free worker counts against the same limit.
@@ -352,10 +352,16 @@ def _worker_loop(memory_mb: int) -> None:  # pragma: no cover - runs in the work
     import resource
     import sys
 
+    import os
+
     limit = memory_mb * 1024 * 1024
     try:
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ValueError, OSError):
+        pass
+    try:  # an expression that runs to its time limit must not take the CPU from the process serving requests
+        os.nice(10)
+    except OSError:
         pass
     for line in sys.stdin:
         expr = json.loads(line)

@@ -8,11 +8,12 @@ Sources (``tables.table_source``):
 - ``words``: the word grid or PyMuPDF's ruled-line finder (:func:`neusym.ingest.parse.elements.table_html`).
 
 :func:`combine` takes the table's region (pymupdf4llm's box when it found the table, else the
-caption's region), trims prose lines the region took in at its top or bottom, runs the model there
-and keeps its grid unless it holds clearly fewer numbers than the grid the parse had before
-(pymupdf4llm's, or the word grid when that has 1.25x more cells): then that one is stored. The
-rules and their thresholds were chosen on the dev tables of ``benchmarks/table_cells`` and are
-reported on its test tables (``benchmarks/table_cells/README.md``).
+caption's region), trims the prose lines and other floats' captions the region took in, runs the model
+there and stores, of the model's grid, pymupdf4llm's and the word grid, the one that gives the most
+numbers an address of their own (:func:`addressed`; a tie goes to the model). Without the model
+(file missing, load or inference failing: logged) the rule from before it applies: pymupdf4llm's grid
+unless the word grid has 1.25x its cells. The rules and their constants were chosen on the dev tables
+of ``benchmarks/table_cells`` and are reported on its test tables (``benchmarks/table_cells/README.md``).
 
 Corrections of the model's grid, each from the PDF rather than the picture:
 
@@ -249,13 +250,6 @@ def _filled_cells(html: str | None) -> int:
     from neusym.ingest.parse.cells import html_rows
 
     return sum(1 for row in html_rows(html) for c in row if c.strip())
-
-
-def numbers_in(html: str | None) -> int:
-    """Cells of ``html`` that hold exactly one printed number (what a grid is judged by)."""
-    from neusym.ingest.parse.cells import html_rows, parse_number
-
-    return sum(1 for row in html_rows(html) for c in row if parse_number(c) is not None)
 
 
 def combine(page: PageLayout, box: Box | None, words_html: str | None, p4l: tuple[Box, str] | None) -> TableGrid:

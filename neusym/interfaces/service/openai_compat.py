@@ -243,7 +243,7 @@ def cited_paper_ids(messages: list[dict], before: int | None = None) -> list[str
             text = message_text(m, i)
         except ChatRequestError:
             continue
-        for line in text.splitlines():
+        for line in _reference_candidates(text):
             m = _REFERENCE_LINE.fullmatch(line.strip())
             if m is None:
                 continue
@@ -251,6 +251,20 @@ def cited_paper_ids(messages: list[dict], before: int | None = None) -> list[str
             if pid not in found:
                 found.append(pid)
     return found[:MAX_PAPERS]
+
+
+def _reference_candidates(text: str) -> list[str]:
+    """The lines of ``text`` that contain "(paper ": found from those occurrences, so a history of a
+    million short lines costs as much as its reference lines, not one step per line."""
+    out: list[str] = []
+    at = text.find("(paper ")
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end
+        out.append(text[start:end])
+        at = text.find("(paper ", end)
+    return out
 
 
 # ------------------------------------------------------------------------------ answer text
