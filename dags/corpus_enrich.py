@@ -27,6 +27,7 @@ concurrent LLM calls across all runs and DAGs.
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pendulum
@@ -34,6 +35,8 @@ from airflow.sdk import Asset, dag, task
 
 from neusym.assets import CORPUS_ASSET_URI
 from neusym.settings import Settings
+
+log = logging.getLogger(__name__)
 
 CORPUS_ASSET = Asset(CORPUS_ASSET_URI)
 _settings = Settings()
@@ -66,9 +69,11 @@ def corpus_enrich():
 
     @task(trigger_rule="all_done", queue=WRITER)
     def apply_ocr(done: list[dict]) -> dict:
-        from neusym.ingest.enrich import apply_enrichment
+        from neusym.ingest.enrich import apply_enrichment, unit_seconds
 
-        return apply_enrichment(Settings()).model_dump()
+        seconds = unit_seconds([u for u in (done or []) if u])
+        log.info("ocr: %.1f s over %d units", seconds, len([u for u in (done or []) if u]))
+        return apply_enrichment(Settings(), stages={"ocr": seconds}).model_dump()
 
     @task(trigger_rule="all_done")
     def plan_summaries() -> list[dict]:
@@ -85,9 +90,11 @@ def corpus_enrich():
 
     @task(trigger_rule="all_done", queue=WRITER)
     def apply_summaries(done: list[dict]) -> dict:
-        from neusym.ingest.enrich import apply_enrichment
+        from neusym.ingest.enrich import apply_enrichment, unit_seconds
 
-        return apply_enrichment(Settings()).model_dump()
+        seconds = unit_seconds([u for u in (done or []) if u])
+        log.info("summaries: %.1f s over %d units", seconds, len([u for u in (done or []) if u]))
+        return apply_enrichment(Settings(), stages={"summaries": seconds}).model_dump()
 
     ocr_applied = apply_ocr(ocr.expand(unit=plan_ocr()))
     summaries = plan_summaries()

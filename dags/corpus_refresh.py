@@ -27,6 +27,7 @@ means: no schedule, runs are triggered (REST API, UI, CLI).
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pendulum
@@ -34,6 +35,8 @@ from airflow.sdk import Asset, Param, dag, get_current_context, task
 
 from neusym.assets import CORPUS_ASSET_URI
 from neusym.settings import Settings
+
+log = logging.getLogger(__name__)
 
 CORPUS_ASSET = Asset(CORPUS_ASSET_URI)
 _settings = Settings()
@@ -76,20 +79,27 @@ def corpus_refresh():
     def crawl(spec: dict) -> dict:
         from neusym.ingest.crawl import crawl_stage
 
-        return crawl_stage(spec, Settings()).model_dump(mode="json")
+        result = crawl_stage(spec, Settings())
+        log.info("fetch %s: %.1f s, %d records", result.source, result.seconds, result.papers)
+        return result.model_dump(mode="json")
 
     @task(trigger_rule="all_done", queue=WRITER)
     def load_metadata(crawled: list[dict]) -> list[dict]:
         from neusym.ingest.crawl import load_crawl_stage
 
         report = load_crawl_stage([c for c in crawled if c], Settings())
+        log.info("load_metadata: %.1f s, %d new papers, %d downloads", report.seconds, report.papers_new,
+                 len(report.downloads))
+        get_current_context()["ti"].xcom_push(key="seconds", value=report.seconds)
         return [j.model_dump() for j in report.downloads]
 
     @task(map_index_template="{{ task.op_kwargs['job']['download_url'] }}")
     def download(job: dict) -> dict:
         from neusym.ingest.crawl import download_stage
 
-        return download_stage(job, Settings()).model_dump(mode="json")
+        result = download_stage(job, Settings())
+        log.info("download: %.1f s, %s, %d bytes", result.seconds, result.status, result.bytes)
+        return result.model_dump(mode="json")
 
     @task(trigger_rule="none_failed")
     def collect(local: list[dict], downloaded: list[dict]) -> list[dict]:
@@ -101,14 +111,18 @@ def corpus_refresh():
     def parse(item: dict) -> dict:
         from neusym.ingest.pipeline import parse_stage
 
-        return parse_stage(item["pdf_path"], Settings(), paper_id=item.get("paper_id"),
-                           download=item.get("download"), source=item.get("source")).model_dump()
+        result = parse_stage(item["pdf_path"], Settings(), paper_id=item.get("paper_id"),
+                             download=item.get("download"), source=item.get("source"))
+        log.info("parse: %.1f s, %s, %d pages", result.seconds, result.status, result.num_pages)
+        return result.model_dump()
 
     @task
     def encode(parsed: dict) -> dict:
         from neusym.ingest.pipeline import encode_stage
 
-        return encode_stage(parsed, Settings()).model_dump()
+        result = encode_stage(parsed, Settings())
+        log.info("encode: %.1f s, %s, %s", result.seconds, result.status, result.points)
+        return result.model_dump()
 
     @task(trigger_rule="none_failed", queue=WRITER)  # also runs when no PDF needed parsing (metadata-only crawl)
     def materialize(parsed: list[dict]) -> dict:
@@ -116,14 +130,29 @@ def corpus_refresh():
 
         force = bool(get_current_context()["params"].get("force"))
         report = materialize_stage(list(parsed or []), Settings(), force=force)
+        log.info("materialize: %.1f s (table_cells %.1f s), %d papers loaded", report.seconds["materialize"],
+                 report.seconds["table_cells"], report.papers_loaded)
         return {"papers_loaded": report.papers_loaded, "quarantined": report.quarantined,
-                "held": report.held, "row_counts": report.row_counts}
+                "held": report.held, "row_counts": report.row_counts, "seconds": report.seconds}
 
     @task(outlets=[CORPUS_ASSET], trigger_rule="none_failed", queue=WRITER)
     def publish(encoded: list[dict]) -> dict:
         from neusym.ingest.publish import publish as publish_version
+        from neusym.ingest.stages import run_stages, summary_line
 
-        return publish_version(Settings()).model_dump(mode="json")
+        ti = get_current_context()["ti"]
+
+        def pulled(task_id: str, key: str = "return_value") -> list:
+            return [x for x in ti.xcom_pull(task_ids=[task_id], key=key) or [] if x is not None]
+
+        materialized = pulled("materialize")
+        load_seconds = pulled("load_metadata", key="seconds")
+        stages = run_stages(crawled=pulled("crawl"), load_seconds=load_seconds[0] if load_seconds else None,
+                            downloads=pulled("download"), parsed=pulled("parse"), encoded=[e for e in encoded if e],
+                            materialized=materialized[0].get("seconds") if materialized else None)
+        report = publish_version(Settings(), stages=stages)
+        log.info("published version %d; stages: %s", report.version, summary_line(report.stages))
+        return report.model_dump(mode="json")
 
     jobs = load_metadata(crawl.expand(spec=sources()))
     items = collect(discover(), download.expand(job=jobs))

@@ -10,6 +10,7 @@ waits for the corpus writer. On a cluster it runs on the writer queue, whose hos
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 
 import pendulum
@@ -17,6 +18,8 @@ from airflow.sdk import Asset, dag, task
 
 from neusym.assets import CORPUS_ASSET_URI
 from neusym.settings import Settings
+
+log = logging.getLogger(__name__)
 
 CORPUS_ASSET = Asset(CORPUS_ASSET_URI)
 _settings = Settings()
@@ -37,7 +40,10 @@ def corpus_watches():
     def evaluate_watches() -> dict:
         from neusym.query.watches import run_watches
 
-        return run_watches(Settings()).to_dict()
+        report = run_watches(Settings())
+        log.info("watches: %.1f s, %d of %d evaluated against version %d", report.seconds, report.evaluated,
+                 report.watches, report.version)
+        return report.to_dict()
 
     evaluate_watches()
 

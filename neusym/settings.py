@@ -211,6 +211,14 @@ class Settings(BaseSettings):
                                 "model; more for an endpoint that serves requests in parallel).")
     task_retries: int = Field(2, description="Airflow retries of a DAG task (a lost worker's task runs again).")
     task_retry_delay_s: float = Field(10.0, description="Seconds between a failed task try and its retry.")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "WARNING", description="Log lines the command line prints (neusym's and the libraries' it loads); "
+        "`--verbose` is INFO. Below INFO the model libraries' loading lines stay quiet.")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _log_level(cls, value: object) -> object:
+        return value.strip().upper() if isinstance(value, str) else value
 
     @field_validator("public_url")
     @classmethod

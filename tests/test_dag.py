@@ -55,6 +55,13 @@ def test_dag_run_builds_the_same_corpus_as_the_cli(tmp_path, ingested):
     dag_settings = Settings(home=home)
     assert db_fingerprint(dag_settings.db_path) == db_fingerprint(cli_settings.db_path)
     assert point_ids(dag_settings) == point_ids(cli_settings)
+    # the publish task recorded the run's seconds per stage, pulled from the mapped tasks' results, and logged them
+    with open_version(dag_settings) as version:
+        stages = version.info.manifest["stages"]
+    assert {"parse", "encode", "materialize", "table_cells", "citations", "cells", "paper_index", "publish"} <= set(stages)
+    assert stages["parse"] > 1.0 and stages["encode"] > 0 and "fetch" not in stages
+    assert re.search(r"published version \d+; stages: [^\n]*parse \d+\.\d s, encode \d+\.\d s", log)
+    assert len(re.findall(r"parse: \d+\.\d s, parsed, \d+ pages", log)) == 5
     # a second DAG run over unchanged PDFs changes nothing
     run2 = subprocess.run([str(airflow), "dags", "test", "corpus_refresh"], env=env, capture_output=True,
                           text=True, timeout=1200)
@@ -103,6 +110,10 @@ def test_dag_crawls_a_collection_without_pdfs_and_publishes_it(tmp_path):
     assert re.search(r"DagRun Finished: dag_id=corpus_refresh.*state=success", log)
     ended = {t for t, _ in re.findall(r"end task task_id=(\w+) map_index=(-?\d+)", log)}
     assert {"crawl", "load_metadata", "materialize", "publish"} <= ended
+    with open_version(Settings(home=home)) as version:  # the metadata-only refresh's stages: no PDF work
+        stages = version.info.manifest["stages"]
+    assert {"fetch", "load_metadata", "materialize", "paper_index", "publish"} <= set(stages)
+    assert "parse" not in stages and "download" not in stages
     # searchable right after the refresh: the version holds the crawled papers' paper index and cells
     with open_version(Settings(home=home)) as version:
         assert version.papers.count() == 46 and version.cells.count() >= 46 * 2  # titles + abstracts at least

@@ -145,6 +145,7 @@ class LoadCrawlReport(BaseModel):
     provenance_rows: int = 0
     watermarks_advanced: list[str] = Field(default_factory=list)
     downloads: list[DownloadJob] = Field(default_factory=list)
+    seconds: float = 0.0
 
 
 class DownloadResult(BaseModel):
@@ -158,6 +159,7 @@ class DownloadResult(BaseModel):
     bytes: int = 0
     fetched_at: datetime | None = None
     error: str | None = None
+    seconds: float = 0.0
 
 
 def _utcnow() -> datetime:
@@ -300,7 +302,9 @@ def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, d
     Returns the download jobs: papers with a PDF URL that was never downloaded (a new arXiv version
     has a new URL, so it is downloaded and re-parsed; unchanged papers give no job).
     Raises duckdb.Error after rolling back when the load fails (watermarks then stay where they were).
+    ``seconds`` of the report: the load's wall time.
     """
+    start = time.perf_counter()
     results = [CrawlResult.model_validate(r) for r in results]
     download = settings.crawl_download if download is None else download
     papers: list[SourcePaper] = []
@@ -390,6 +394,7 @@ def load_crawl_stage(results: list[CrawlResult | dict], settings: Settings, *, d
         except Exception:
             con.execute("ROLLBACK")
             raise
+    report.seconds = round(time.perf_counter() - start, 3)
     return report
 
 
@@ -403,9 +408,16 @@ def download_stage(job: DownloadJob | dict, settings: Settings) -> DownloadResul
 
     Limits: ``settings.download_max_mb``, ``settings.source_timeout_s`` per request; 429/5xx and
     transport errors are retried ``settings.source_retries`` times with exponential backoff, resuming
-    a partial file with an HTTP Range request. The body must start with ``%PDF``.
+    a partial file with an HTTP Range request. The body must start with ``%PDF``. ``seconds`` of the
+    result: the download's wall time, retries and backoff included.
     """
-    job = DownloadJob.model_validate(job)
+    start = time.perf_counter()
+    result = _download(DownloadJob.model_validate(job), settings)
+    result.seconds = round(time.perf_counter() - start, 3)
+    return result
+
+
+def _download(job: DownloadJob, settings: Settings) -> DownloadResult:
     url = job.download_url
     for prefix, target in settings.pdf_mirrors.items():
         if url.startswith(prefix):

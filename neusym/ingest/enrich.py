@@ -424,7 +424,7 @@ def _read_results(settings: Settings) -> tuple[list[Path], list[dict]]:
     return files, records
 
 
-def apply_enrichment(settings: Settings, *, publish: bool = True) -> ApplyReport:
+def apply_enrichment(settings: Settings, *, publish: bool = True, stages: dict[str, float] | None = None) -> ApplyReport:
     """Load every staged enrichment result into DuckDB and fill the columns (the single writer).
 
     In one transaction: results go to ``enrichments`` (a success also clears the item's failure
@@ -434,19 +434,20 @@ def apply_enrichment(settings: Settings, *, publish: bool = True) -> ApplyReport
     enriched cells get their points and the paper index its tldr/tags. Idempotent; with no new
     results it changes and publishes nothing. Raises duckdb.Error after rolling back (result files
     are then kept for the next try), :class:`neusym.store.db.WriterBusyError` when another writer
-    holds the home longer than ``writer_wait_s``.
+    holds the home longer than ``writer_wait_s``. ``stages``: seconds of the units applied (``{"ocr": s}``
+    or ``{"summaries": s}``, summed over units), recorded in the published version's manifest.
     """
     from neusym.store.db import writer_lock
 
     t0 = time.perf_counter()
     report = ApplyReport()
     with writer_lock(settings):  # held through the publish, so no other writer slips in between
-        _apply(settings, report, publish)
+        _apply(settings, report, publish, stages)
     report.seconds = time.perf_counter() - t0
     return report
 
 
-def _apply(settings: Settings, report: ApplyReport, publish: bool) -> None:
+def _apply(settings: Settings, report: ApplyReport, publish: bool, stages: dict[str, float] | None) -> None:
     files, records = _read_results(settings)
     ok = [r for r in records if "value" in r]
     bad = [r for r in records if "value" not in r]
@@ -490,7 +491,7 @@ def _apply(settings: Settings, report: ApplyReport, publish: bool) -> None:
     if publish and records:
         from neusym.ingest.publish import publish as publish_version
 
-        published = publish_version(settings)
+        published = publish_version(settings, stages=stages)
         report.version = published.version
         report.points_upserted, report.points_deleted = published.upserted, published.deleted
 
@@ -500,6 +501,11 @@ def _filled_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     out = {f"{t}.{c}": con.execute(f"SELECT count({c}) FROM {t}").fetchone()[0] for t, c in ENRICHED_COLUMNS}
     out["metadata.tags"] = con.execute("SELECT count(*) FROM metadata WHERE len(tags) > 0").fetchone()[0]
     return out
+
+
+def unit_seconds(units: list[UnitResult | dict]) -> float:
+    """Seconds of enrichment units (their ``seconds`` summed): the ``ocr`` / ``summaries`` stage time."""
+    return round(sum(float((u.get("seconds") if isinstance(u, dict) else u.seconds) or 0.0) for u in units if u), 3)
 
 
 # ------------------------------------------------------------------------------- in-process run
@@ -530,7 +536,8 @@ def enrich(settings: Settings, *, stages: tuple[str, ...] = ("ocr", "summaries")
             (report.ocr_units if stage == "ocr" else report.summary_units).append(res)
             if on_unit:
                 on_unit(res)
-        report.applied.append(apply_enrichment(settings))
+        done = report.ocr_units if stage == "ocr" else report.summary_units
+        report.applied.append(apply_enrichment(settings, stages={stage: unit_seconds(done)}))
     report.pending_after = sum(len(u.items) for st in stages
                                for u in plan_enrichment(settings, st, budget_tokens=10**12))  # type: ignore[arg-type]
     report.seconds = time.perf_counter() - t0

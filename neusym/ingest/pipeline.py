@@ -36,6 +36,7 @@ from neusym.ids import airqa_paper_id
 from neusym.ingest import parse as parse_module
 from neusym.ingest.materialize import MaterializeReport, materialize
 from neusym.ingest.publish import PublishReport, publish
+from neusym.ingest.stages import run_stages
 from neusym.ingest.staging import (
     drop_quarantine,
     load_parsed_table,
@@ -77,6 +78,9 @@ class ParseResult(BaseModel):
     reason: str | None = None
     download: dict | None = None
     seconds: float = 0.0
+    parts: dict[str, float] = Field(default_factory=dict)
+    """Of ``seconds``: the parser's own steps (``open_text``, ``chunks``, ``floats_equations``,
+    ``pymupdf4llm_tables``, ``table_structure``, ``rapid_layout``, ``references``, ...)."""
 
 
 class EncodeResult(BaseModel):
@@ -88,6 +92,14 @@ class EncodeResult(BaseModel):
     vectors_dir: str | None = None
     points: dict[str, int] = Field(default_factory=dict)
     seconds: float = 0.0
+
+
+class IngestPlan(BaseModel):
+    """What a run is about to do (the ``"plan"`` event of :func:`ingest`): ``downloads`` to fetch and
+    ``pdfs`` to parse (before the downloads: local PDFs plus every download; then the exact list)."""
+
+    pdfs: int = 0
+    downloads: int = 0
 
 
 class IngestReport(BaseModel):
@@ -102,6 +114,8 @@ class IngestReport(BaseModel):
     """Wall time per step (crawl, download, parse+encode, materialize, publish); they add up to the run."""
     item_seconds: dict[str, float] = Field(default_factory=dict)
     """Sum over PDFs of the parse and encode stages' own time (they overlap in ``parse+encode``)."""
+    stages: dict[str, float] = Field(default_factory=dict)
+    """Seconds per stage (:mod:`neusym.ingest.stages`), as recorded in the published version's manifest."""
     crawled: list = Field(default_factory=list)
     downloads: list[dict] = Field(default_factory=list)
     held: list[dict] = Field(default_factory=list)
@@ -194,8 +208,9 @@ def parse_stage(
         return ParseResult(pdf_path=name, pdf_sha256=sha, status="reused", paper_id=manifest["paper_id"],
                            title=manifest.get("title"), num_pages=manifest["counts"]["pages"],
                            staged_dir=str(staged), download=download, seconds=time.perf_counter() - start)
+    timings: dict[str, float] = {}
     try:
-        paper = parse_module.parse_pdf(path, settings, paper_id=paper_id)
+        paper = parse_module.parse_pdf(path, settings, paper_id=paper_id, timings=timings)
     except UnparseablePDF as exc:
         qf = stage_quarantine(settings, name, sha, exc.reason)
         return ParseResult(pdf_path=name, pdf_sha256=sha, status="quarantined", quarantine_file=str(qf),
@@ -207,7 +222,8 @@ def parse_stage(
     drop_quarantine(settings, sha)
     return ParseResult(pdf_path=name, pdf_sha256=sha, status="parsed", paper_id=paper.paper_id,
                        title=paper.metadata.title, num_pages=len(paper.pages), staged_dir=str(staged),
-                       download=download, seconds=time.perf_counter() - start)
+                       download=download, seconds=time.perf_counter() - start,
+                       parts={k: round(v, 3) for k, v in timings.items() if not k.startswith("pages_")})
 
 
 # ----------------------------------------------------------------------------------- encode
@@ -336,7 +352,13 @@ def parse_worker_count(settings: Settings, items: int) -> int:
 
 
 def _init_parse_worker() -> None:
+    import os
+
     from neusym.ingest.parse.layout import single_threaded_models
+    from neusym.logs import ENV, configure
+
+    if os.environ.get(ENV):  # the parent's --verbose / NEUSYM_LOG_LEVEL (spawned workers start unconfigured)
+        configure()
 
     single_threaded_models()
 
@@ -409,7 +431,8 @@ def ingest(
     :class:`neusym.ingest.crawl.CrawlSpec`), whose new PDFs are downloaded (unless ``download`` is False)
     and parsed with the local ones. Ends by publishing a new corpus version (DuckDB snapshot, cell
     collection and paper index; :func:`neusym.ingest.publish.publish`). Produces the same corpus as a
-    ``corpus_refresh`` DAG run over the same inputs.
+    ``corpus_refresh`` DAG run over the same inputs. ``on_event(stage, result)`` sees ``"crawl"``,
+    ``"plan"`` (:class:`IngestPlan`), ``"download"``, ``"parse"`` and ``"encode"`` results as they come.
     """
     from neusym.ingest.crawl import crawl_stage, download_stage, load_crawl_stage
 
@@ -425,14 +448,18 @@ def ingest(
                            + (f"; refused: {why}" if why else ""))
     downloads: list[dict] = []
     crawled: list = []
+    load_seconds = None
     if crawl_specs:
         crawled = [crawl_stage(spec, settings) for spec in crawl_specs]
         for c in crawled:
             if on_event:
                 on_event("crawl", c)
         loaded = load_crawl_stage(crawled, settings, download=download)
+        load_seconds = loaded.seconds
         timings["crawl"] = time.perf_counter() - t
         t = time.perf_counter()
+        if on_event:
+            on_event("plan", IngestPlan(pdfs=len(pdfs) + len(loaded.downloads), downloads=len(loaded.downloads)))
         for job in loaded.downloads:
             d = download_stage(job, settings)
             downloads.append(d.model_dump())
@@ -440,15 +467,21 @@ def ingest(
                 on_event("download", d)
         timings["download"] = time.perf_counter() - t
         t = time.perf_counter()
-    parsed, encoded = parse_and_encode(parse_items(pdfs, downloads), settings, on_event)
+    items = parse_items(pdfs, downloads)
+    if on_event:
+        on_event("plan", IngestPlan(pdfs=len(items), downloads=len(downloads)))
+    parsed, encoded = parse_and_encode(items, settings, on_event)
     timings["parse+encode"] = time.perf_counter() - t
     t = time.perf_counter()
     mat = materialize_stage(parsed, settings, force=force)
     timings["materialize"] = time.perf_counter() - t
     t = time.perf_counter()
-    pub = publish(settings)
+    stages = run_stages(crawled=crawled, load_seconds=load_seconds, downloads=downloads, parsed=parsed,
+                        encoded=encoded, materialized=mat.seconds)
+    pub = publish(settings, stages=stages)
     timings["publish"] = time.perf_counter() - t
     item_seconds = {"parse": round(sum(r.seconds for r in parsed), 3), "encode": round(sum(e.seconds for e in encoded), 3)}
     return IngestReport(parsed=parsed, encoded=encoded, row_counts=mat.row_counts, publish=pub,
                         pages=sum(r.num_pages for r in parsed), seconds=timings, item_seconds=item_seconds,
+                        stages=pub.stages,
                         crawled=crawled, downloads=downloads, held=mat.held, same_files=same_files, refused=refused)

@@ -50,6 +50,7 @@ from neusym.encode import (
 )
 from neusym.ids import point_id
 from neusym.ingest.citations import CitationReport, update_citation_links
+from neusym.ingest.stages import ordered, publish_stages
 from neusym.settings import Settings
 from neusym.store.cells import CELL_SCHEMA
 from neusym.store.db import connect_plain_readonly, writer
@@ -72,7 +73,10 @@ class PublishReport(BaseModel):
     vectors of upserted cells came from; ``paper_index``: the paper-index sync report;
     ``paper_encoder``: the version tag of the encoder the paper index was built with (``"4/retriever-<id>"``
     for a corpus-adapted one); ``citations``: what the citation resolution before the build did
-    (:class:`neusym.ingest.citations.CitationReport`); ``rows``: rows per table; ``seconds``: wall time per step.
+    (:class:`neusym.ingest.citations.CitationReport`); ``rows``: rows per table; ``seconds``: wall time per step;
+    ``stages``: seconds per stage of the whole run (:mod:`neusym.ingest.stages`: the stages given to
+    :func:`publish` plus ``citations``, ``cells``, ``paper_index`` and ``publish``), as the manifest records them (written before the commit,
+    so ``publish`` leaves out the final fsync and switch: ``seconds["switch"]``).
     """
 
     version: int
@@ -92,6 +96,7 @@ class PublishReport(BaseModel):
     citations: dict = Field(default_factory=dict)
     rows: dict[str, int] = Field(default_factory=dict)
     seconds: dict[str, float] = Field(default_factory=dict)
+    stages: dict[str, float] = Field(default_factory=dict)
 
 
 # ------------------------------------------------------------------------------- cells in SQL
@@ -332,7 +337,8 @@ def link_citations(settings: Settings, *, wait_s: float | None = None, full: boo
 
 
 def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None = None,
-            wait_s: float | None = None, retriever: "Path | str" = "keep") -> PublishReport:
+            wait_s: float | None = None, retriever: "Path | str" = "keep",
+            stages: dict[str, float] | None = None) -> PublishReport:
     """Publish the writer's database as the next corpus version (see the module docstring).
 
     ``on_step``: called with (step name, details) as the build advances (progress output).
@@ -340,13 +346,16 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
     of the new version — ``"keep"`` (the previous version's: the packaged encoder or its
     corpus-adapted one), ``"base"`` (back to the packaged encoder) or the directory of a
     corpus-adapted encoder (:mod:`neusym.ingest.retriever`); a change re-encodes every paper of the
-    paper index (the cell collection never changes encoder). Returns a :class:`PublishReport`.
+    paper index (the cell collection never changes encoder). ``stages``: seconds per stage of the
+    run that led here (:func:`neusym.ingest.stages.run_stages`), recorded with the publish's own in the
+    manifest's ``stages``. Returns a :class:`PublishReport`.
     Raises :class:`neusym.store.versions.PublishError` (nothing to publish, failed checks; the
     previous version keeps serving), :class:`neusym.store.db.WriterBusyError`.
     """
     from neusym.store.paper_index import PAPER_SCHEMA, sync_paper_index
 
     seconds: dict[str, float] = {}
+    started = time.perf_counter()
     citations = link_citations(settings, wait_s=wait_s)
     seconds["citations"] = citations.seconds
     with VersionBuilder(settings, wait_s=wait_s) as build:
@@ -402,6 +411,9 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
         if papers.count() != index.papers:
             raise PublishError(f"paper index holds {papers.count()} papers, the database {index.papers}; not published")
         crash_point("papers-done")
+        run = dict(stages or {})
+        run.update(publish_stages(seconds, time.perf_counter() - started))
+        report.stages = ordered(run)
         info = build.commit(
             {"encoder_version": tag, "paper_encoder": report.paper_encoder,
              "points": {"cells": report.points, "papers": index.papers},
@@ -409,7 +421,7 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
              "changes": {"papers_changed": len(changed), "papers_removed": len(removed),
                          "papers_added": len(added), "added": added[:MANIFEST_ADDED],
                          "upserted": report.upserted, "deleted": report.deleted},
-             "citations": report.citations},
+             "citations": report.citations, "stages": report.stages},
             files={"fingerprints.parquet": _fingerprint_bytes(fps)},
         )
         seconds.update({k: v for k, v in info.manifest["timings"].items() if k not in seconds})

@@ -24,6 +24,89 @@ def _settings() -> Settings:
     return Settings()
 
 
+@app.callback()
+def _options(verbose: bool = typer.Option(False, "--verbose", "-v", help="Print INFO log lines, the model "
+                                          "libraries' included (default: NEUSYM_LOG_LEVEL, else warnings only).")) -> None:
+    """NeuSym-RAG corpus pipeline and query layer over AI research papers."""
+    from neusym.logs import configure
+
+    configure("INFO" if verbose else Settings().log_level)
+
+
+class _RunProgress:
+    """What ``neusym ingest`` / ``crawl`` show while they run: on a terminal, progress bars for download,
+    parse and encode (papers done, pages per second); otherwise (a pipe, CI, a log file) one plain line
+    per finished paper. Fed by :func:`neusym.ingest.pipeline.ingest`'s ``on_event``."""
+
+    def __init__(self, quiet: bool = False):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.quiet = quiet
+        self.live = err.is_terminal and not quiet
+        self.bars: dict[str, int] = {}
+        self.pages = 0
+        self.progress = Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(),
+                                 TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("{task.fields[last]}"),
+                                 console=err, transient=False) if self.live else None
+
+    def __enter__(self) -> "_RunProgress":
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def _bar(self, name: str, total: int | None) -> int:
+        if name not in self.bars:
+            self.bars[name] = self.progress.add_task(name, total=total, rate="", last="")
+        return self.bars[name]
+
+    def __call__(self, stage: str, result) -> None:
+        if self.quiet:
+            return
+        if stage == "plan":  # sent before the downloads and again with the PDFs to parse
+            if self.progress is not None:
+                if result.downloads:
+                    self.progress.update(self._bar("download", result.downloads), total=result.downloads)
+                for name in ("parse", "encode"):
+                    self.progress.update(self._bar(name, result.pdfs), total=result.pdfs)
+            return
+        if stage in ("parse", "encode", "download") and self.progress is not None:
+            bar = self._bar(stage, None)
+            fields = {}
+            if stage == "parse":
+                self.pages += result.num_pages
+                elapsed = self.progress.tasks[bar].elapsed or 0.0
+                fields = {"rate": f"{self.pages / elapsed:.2f} pages/s" if elapsed else "",
+                          "last": Path(result.pdf_path).name[:40]}
+            self.progress.update(bar, advance=1, **fields)
+            return
+        if stage == "parse":
+            label = result.title or result.reason or ""
+            err.print(f"parse {result.status:<11} {Path(result.pdf_path).name}  {label[:70]} ({result.seconds:.1f} s)",
+                      markup=False, highlight=False, soft_wrap=True)
+
+
+def _stage_table(stages: dict, wall: float, pages: int) -> Table:
+    """The run's seconds per stage (one screen: :mod:`neusym.ingest.stages`)."""
+    from neusym.ingest.stages import STAGES, is_part
+
+    t = Table(title=f"where the time went: {wall:.1f} s" + (f", {pages / wall:.2f} pages/s" if wall and pages else ""))
+    t.add_column("stage")
+    t.add_column("seconds", justify="right")
+    t.add_column("share", justify="right")
+    work = sum(v for k, v in stages.items() if not is_part(k)) or 1.0
+    for name, value in stages.items():
+        if is_part(name):
+            t.add_row(f"  of which {name.split('/')[-1]}", f"{value:.1f}", "", style="dim")
+        else:
+            t.add_row(name, f"{value:.1f}", f"{100 * value / work:.0f}%")
+    t.caption = ("parallel stages add up their papers' time" if any(s in stages for s in STAGES[:5]) else None)
+    return t
+
+
 def _watches_after_publish(settings: Settings) -> None:
     """Evaluate the saved searches against the version just published (``neusym ingest`` / ``crawl``), so a
     home without the scheduler gets the same feeds; a line on stderr says what they found. A failure is
@@ -60,17 +143,11 @@ def ingest(
 
     settings = _settings()
 
-    def progress(stage: str, result) -> None:
-        if as_json:
-            return
-        if stage == "parse":
-            label = result.title or result.reason or ""
-            err.print(f"[dim]parse[/dim] {result.status:<11} {Path(result.pdf_path).name}  {label[:70]}")
-
     from neusym.errors import NeusymError
 
     try:
-        report = run_ingest(paths, settings, on_event=progress, force=force)
+        with _RunProgress(quiet=as_json) as progress:
+            report = run_ingest(paths, settings, on_event=progress, force=force)
     except FileNotFoundError as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2)
@@ -99,10 +176,11 @@ def ingest(
         err.print(f"[dim]same file[/dim] {d['pdf_path']} = {d['same_as']} (parsed once)")
     for r in report.refused:
         err.print(f"refused {r['pdf_path']}: {r['reason']}", soft_wrap=True, markup=False, highlight=False)
+    console.print(_stage_table(report.stages, total, report.pages))
     console.print(
         f"{len(report.parsed)} PDFs ({len(quarantined)} quarantined, {len(report.held)} held), "
         f"{report.pages} pages in {total:.1f} s "
-        f"= {report.pages / total if total else 0:.2f} pages/s; stages: "
+        f"= {report.pages / total if total else 0:.2f} pages/s; steps: "
         + ", ".join(f"{k} {v:.1f} s" for k, v in report.seconds.items())
     )
 
@@ -154,7 +232,9 @@ def crawl(
 
     settings = _settings()
     try:
-        report = run_ingest([], settings, crawl_specs=[s.model_dump() for s in specs], download=download)
+        with _RunProgress(quiet=as_json) as progress:
+            report = run_ingest([], settings, crawl_specs=[s.model_dump() for s in specs], download=download,
+                                on_event=progress)
     except (SourceError, NeusymError) as exc:
         err.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(1)
@@ -185,6 +265,7 @@ def crawl(
         err.print(f"[yellow]download failed[/yellow] {d['download_url']}: {d['error']}")
     console.print(f"published corpus version {report.publish.version}: {report.publish.points} cell points, "
                   f"{report.publish.paper_index.get('papers', 0)} papers searchable")
+    console.print(_stage_table(report.stages, sum(report.seconds.values()), report.pages))
     if any(c.status == "failed" for c in report.crawled):
         raise typer.Exit(1)
 
@@ -430,6 +511,7 @@ def status(
     encodable cells (SQL) and cell points, both read from the same version."""
     from neusym.errors import NeusymError
     from neusym.ingest.publish import cells_sql
+    from neusym.ingest.stages import recorded, summary_line
     from neusym.store.db import connect_plain_readonly
     from neusym.store.vectors import Filter, Match
     from neusym.store.versions import open_version
@@ -442,7 +524,8 @@ def status(
                    "encoder_version": m.get("encoder_version"),
                    "paper_encoder": m.get("paper_encoder") or m.get("encoder_version"),
                    "papers": m.get("papers"), "rows": m.get("rows", {}),
-                   "points": {"cells": version.cells.count(), "papers": version.papers.count()}}
+                   "points": {"cells": version.cells.count(), "papers": version.papers.count()},
+                   "stages": recorded(settings, m, version.number)}
             if paper:
                 con = connect_plain_readonly(version.db_path)
                 try:
@@ -462,6 +545,8 @@ def status(
                   f"{out['created_at']}: {out['papers']} papers, {out['points']['cells']} cell points, "
                   f"{out['points']['papers']} papers in the search index"
                   + (f" (corpus-adapted encoder {adapted})" if adapted else ""), soft_wrap=True)
+    if out["stages"]:
+        console.print(f"its refresh: {summary_line(out['stages'])}", soft_wrap=True, highlight=False)
     if paper:
         console.print(f"paper {paper}: {out['paper']['cells']} encodable cells, {out['paper']['points']} points")
 

@@ -296,6 +296,12 @@ class WatchStore:
             con.execute("UPDATE watches SET evaluated_version = ? WHERE name = ?", [version, watch.name])
         return added
 
+    def version_seconds(self, version: int) -> float | None:
+        """Seconds the watches' evaluations against ``version`` took (summed over watches; the
+        ``watches`` stage of :mod:`neusym.ingest.stages`), None when no watch was evaluated against it."""
+        rows = self._rows("SELECT sum(seconds), count(*) FROM watch_runs WHERE version = ?", (version,))
+        return round(rows[0][0], 3) if rows and rows[0][1] else None
+
     def runs(self, name: str) -> list[dict]:
         """The evaluations of ``name``, newest first: version, pool, new_matches, seconds, ran_at."""
         return [dict(zip(("version", "pool", "new_matches", "seconds", "ran_at"), r)) for r in self._rows(

@@ -948,15 +948,19 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
     async def overview() -> JSONResponse:
         """The corpus at a glance (the landing page): papers, parsed papers and pages; papers per venue and
         year (view ``papers_per_venue_year``); what the last refresh added (from the version's manifest);
-        the size of the in-corpus citation graph (:func:`neusym.interfaces.service.feeds.corpus_overview`)."""
+        the size of the in-corpus citation graph (:func:`neusym.interfaces.service.feeds.corpus_overview`);
+        ``stages``: seconds per stage of the refresh that published the version (:mod:`neusym.ingest.stages`)."""
+        from neusym.ingest.stages import recorded
         from neusym.interfaces.service.feeds import corpus_overview
 
         def work(served: ServedVersion) -> dict:
             cur = served.cursor()
             try:
-                return corpus_overview(cur, served.version.info.manifest, served.number)
+                out = corpus_overview(cur, served.version.info.manifest, served.number)
             finally:
                 cur.close()
+            out["stages"] = recorded(settings, served.version.info.manifest, served.number)
+            return out
 
         return JSONResponse(jsonable_encoder(await state.with_version("meta", work)))
 
