@@ -36,6 +36,9 @@ def _norm(text: str | None) -> str:
     ("6.8\u2020", 6.8, None, None, "\u2020"),
     ("84.2 (0.3)", 84.2, None, None, None),
     ("12 ms", 12.0, None, "ms", None),
+    ("28.15^34", 28.15, None, None, "^34"),  # a superscript the parse marked (neusym.ingest.parse.tables.script_fixes)
+    ("10^5", 1e5, None, None, None),
+    ("3×10^−4", 3e-4, None, None, None),
 ])
 def test_a_printed_number_is_read_with_its_spread_unit_and_marks(text, value, spread, unit, marks):
     from neusym.ingest.parse.cells import parse_number

@@ -140,3 +140,23 @@ def test_a_breve_between_numbers_is_the_plus_minus_the_font_lost():
     (cell,) = [c for c in table_cells(html) if c.number is not None]
     assert (cell.row_header, cell.column_header_path, cell.number, cell.plus_minus, cell.text) == (
         "LATS", "Score", 0.63, 0.02, "0.63±0.02")
+
+
+def test_scripts_the_text_layer_fuses_onto_numbers_are_read_from_the_spans(sample_pdfs):
+    """PopQA's Figure 2 (page 3) labels its log axis 10^0, 10^2, 10^4, 10^6 (seen on the rendered page);
+    the text layer spells them "100", "102", "104", "106". The spans' sizes and positions give the exponents."""
+    from neusym.ingest.parse.pdf import open_pdf
+    from neusym.ingest.parse.tables import mark_scripts, script_fixes
+
+    pdf = next(p for p in sample_pdfs if "PopQA" in p.name)
+    opened = open_pdf(pdf)
+    try:
+        page = opened.pages[2]
+        assert {"100", "102", "104", "106"} <= {w[4] for w in page.words()}  # what the plain text says
+        fixes = script_fixes(page, (0, 0, page.width, page.height))
+    finally:
+        opened.doc.close()
+    assert fixes == {"100": "10^0", "102": "10^2", "104": "10^4", "106": "10^6"}
+    html = "<table><tr><th>x</th><td rowspan=\"2\">102</td><td>104†</td><td>1024</td></tr></table>"
+    assert mark_scripts(html, fixes) == ("<table><tr><th>x</th><td rowspan=\"2\">10^2</td><td>10^4†</td>"
+                                         "<td>1024</td></tr></table>")

@@ -175,12 +175,13 @@ _NUMBER_CELL = re.compile(  # on whitespace-collapsed text: " ?" where blanks ma
     r"(?P<sign>[+-])? ?(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)"
     r"(?P<scale>[kKMB](?![a-zA-Z]))?"
     r" ?(?P<unit>%|×|x(?![a-zA-Z])|ms(?![a-zA-Z])|s(?![a-zA-Z])|[KMGT]B(?![a-zA-Z]))?"
-    r" ?(?P<marks1>[" + _MARKS + r"]*|[a-z](?![a-zA-Z]))"
+    r" ?(?P<marks1>[" + _MARKS + r"]*|[a-z](?![a-zA-Z])|\^\d+(?:,\d+)*)"
     r" ?(?:(?:±|\+/-|\+-) ?(?P<pm>\d*\.?\d+) ?%?)?"
     r" ?(?P<paren>\([^()]*\))?"
     r" ?(?P<marks2>[" + _MARKS + r"]*|[a-z](?![a-zA-Z]))"
 )
 _SCALE = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9}
+_POWER = re.compile(r"(?:(?P<mantissa>\d+(?:\.\d+)?) ?[×x] ?)?10\^(?P<exponent>-?\d{1,3})")
 
 
 @dataclass(frozen=True)
@@ -200,10 +201,14 @@ def parse_number(text: str | None) -> Number | None:
 
     "98.4±0.3" → 98.4 ± 0.3; "62.1%" → 62.1, unit "%"; "1,284" → 1284; "1.2k" → 1200 ("k", "M",
     "B" scale the value); "−0.5" → −0.5; "91.6*" / "85.5†" / "84.2a" → marks; "84.2 (0.3)" → 84.2
-    (the parenthesised aside is left in the text)."""
+    (the parenthesised aside is left in the text); "28.15^34" (a superscript, :func:`neusym.ingest.parse.tables.script_fixes`)
+    → 28.15 with marks "^34"; "10^5" / "3×10^-4" → 1e5 / 3e-4."""
     t = " ".join((text or "").translate(_MINUS).split())
     if not t or len(t) > 40:
         return None
+    power = _POWER.fullmatch(t)
+    if power is not None:
+        return Number(value=float(f"{power.group('mantissa') or 1}e{power.group('exponent')}"))
     m = _NUMBER_CELL.fullmatch(t)
     if m is None:
         return None

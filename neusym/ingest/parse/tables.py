@@ -22,6 +22,11 @@ Corrections of the model's grid, each from the PDF rather than the picture:
   spans the new rows (a group label), wrapped labels with numbers on one line stay one row;
 - **group labels**: an empty cell of the first label column takes the one label printed in the same
   band between horizontal rules ("LLaMA" centred over its 7B-65B rows).
+
+Every candidate grid, before the choice: **scripts after numbers**, which the text layer fuses onto
+the number they follow ("28.15" with superscript "34" reads "28.1534"), are marked from the spans' font
+sizes and positions (:func:`script_fixes`): a superscript becomes marks ("28.15^34"; over a base of 10 an
+exponent, "10^5"), a numeric subscript a spread ("87.0" with subscript "3.0" → "87.0±3.0").
 """
 
 from __future__ import annotations
@@ -120,6 +125,71 @@ def trim_prose(page: PageLayout, box: Box) -> Box:
         return box
     kept = [w for ln in lines[start:end] for w in ln]
     return (box[0], min(w[1] for w in kept) - 1.0, box[2], max(w[3] for w in kept) + 1.0)
+
+
+# ------------------------------------------------------------------------------ scripts
+_SCRIPT_BASE = re.compile(r"[\u2212±+-]?\d[\d,]*(?:\.\d+)?")
+_SCRIPT_TEXT = re.compile(r"[\u2212+-]?\d+(?:[.,]\d+)*")
+_TOKEN = re.compile(r"[^<>\s]+")
+_TOKEN_HEAD = re.compile(r"[\d.,±\u2212+-]+")
+SCRIPT_SIZE = 0.85
+"""A span at most this fraction of the size of the number before it is a script (LaTeX's scripts: 0.7)."""
+SCRIPT_SHIFT = 0.12
+"""...when its vertical centre is at least this fraction of the number's height above (superscript) or
+below (subscript) the number's centre."""
+
+
+def script_fixes(page: PageLayout, box: Box) -> dict[str, str]:
+    """Numbers in ``box`` with a numeric script the text layer fuses onto them, as ``{fused: marked}``:
+    "28.1534" → "28.15^34" (superscript: marks), "105" → "10^5" (superscript over 10: an exponent),
+    "87.03.0" → "87.0±3.0" (subscript: a spread). A script is a span of digits right after a number's
+    span (no gap, no space) in a font at most :data:`SCRIPT_SIZE` of its size and shifted up or down
+    (:data:`SCRIPT_SHIFT`). A fused spelling read two ways in one box is left alone."""
+    out: dict[str, str] = {}
+    clash: set[str] = set()
+    for block in page.blocks:
+        for ln in block.lines:
+            if ln.x1 < box[0] or ln.x0 > box[2] or ln.y1 < box[1] or ln.y0 > box[3]:
+                continue
+            for a, c in zip(ln.spans, ln.spans[1:]):
+                if (not a.size or c.size > SCRIPT_SIZE * a.size or c.space_before or c.bbox[0] - a.bbox[2] > 1.0
+                        or not a.text or a.text[-1].isspace() or not c.text or c.text[0].isspace()):
+                    continue
+                base, script = a.text.split()[-1], c.text.split()[0]
+                if not _SCRIPT_BASE.fullmatch(base) or not _SCRIPT_TEXT.fullmatch(script):
+                    continue
+                height = max(a.bbox[3] - a.bbox[1], 1.0)
+                shift = ((c.bbox[1] + c.bbox[3]) - (a.bbox[1] + a.bbox[3])) / 2 / height
+                if shift <= -SCRIPT_SHIFT:
+                    marked = f"{base}^{script}"
+                elif shift >= SCRIPT_SHIFT and script[0].isdigit():
+                    marked = f"{base}±{script}"
+                else:
+                    continue
+                fused = base + script
+                if out.get(fused, marked) != marked:
+                    clash.add(fused)
+                out[fused] = marked
+    for fused in clash:
+        del out[fused]
+    return out
+
+
+def mark_scripts(html: str | None, fixes: dict[str, str]) -> str | None:
+    """``html`` with every fused number of :func:`script_fixes` replaced by its marked spelling (a token
+    that starts with one, e.g. "28.1534†", keeps the rest)."""
+    if not html or not fixes:
+        return html
+
+    def fix(m: re.Match) -> str:
+        token = m.group(0)
+        head = _TOKEN_HEAD.match(token)
+        if head is None:
+            return token
+        marked = fixes.get(head.group(0))
+        return marked + token[head.end():] if marked else token
+
+    return _TOKEN.sub(fix, html)
 
 
 # ------------------------------------------------------------------------------ model grid
@@ -255,6 +325,13 @@ def _filled_cells(html: str | None) -> int:
 def combine(page: PageLayout, box: Box | None, words_html: str | None, p4l: tuple[Box, str] | None) -> TableGrid:
     """The grid stored for one table (module docstring). ``box``: the caption's region; ``words_html``:
     the word grid of that region; ``p4l``: pymupdf4llm's (box, HTML) matched to this table, or None."""
+    if box is not None or p4l is not None:
+        fixes = script_fixes(page, _union(box, p4l[0] if p4l else None))
+        words_html = mark_scripts(words_html, fixes)
+        if p4l is not None:
+            p4l = (p4l[0], mark_scripts(p4l[1], fixes))
+    else:
+        fixes = {}
     before, before_source, region = words_html, "words" if words_html else None, box
     if p4l is not None:
         region = p4l[0]  # its box follows the table's ink more closely than the caption's region
@@ -264,7 +341,7 @@ def combine(page: PageLayout, box: Box | None, words_html: str | None, p4l: tupl
         return TableGrid(before, before_source, region)
     region = trim_prose(page, region)
     cells = model_table(page, region)
-    html = cells_html(cells) if cells else None
+    html = mark_scripts(cells_html(cells), fixes) if cells else None
     if html is None:
         return TableGrid(before, before_source, region)
     candidates = [("slanet", html)] + [(name, other) for name, other in
@@ -273,6 +350,11 @@ def combine(page: PageLayout, box: Box | None, words_html: str | None, p4l: tupl
     best = max(scored)
     notes = [f"{name}: {n} addressed numbers" for n, _, name, _ in scored]
     return TableGrid(best[3], best[2], region, notes)
+
+
+def _union(a: Box | None, b: Box | None) -> Box:
+    boxes = [x for x in (a, b) if x is not None]
+    return (min(x[0] for x in boxes), min(x[1] for x in boxes), max(x[2] for x in boxes), max(x[3] for x in boxes))
 
 
 def addressed(html: str | None) -> int:
