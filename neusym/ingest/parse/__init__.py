@@ -43,13 +43,14 @@ from neusym.ingest.parse.text import join_wrapped, norm, unwrap, vocabulary_of
 
 __all__ = ["PARSER_VERSION", "BACKENDS", "FloatDraft", "parse_pdf", "parser_version", "UnparseablePDF"]
 
-PARSER_VERSION = "4"
+PARSER_VERSION = "5"
 """Version of the parse output. Bump it whenever :func:`parse_pdf` can return different records
 for the same PDF bytes, so that staged parses made by an older parser are redone.
 2: ``ref_section_id`` on every element, ``images.image_ocr_text``, landscape (rotated) captions,
 italic caption labels, parse backends. 3: the word grid of a booktabs table keeps two numbers
 apart and splits a tightly set phrase at its columns. 4: tables read by the table-structure model
-as well (:mod:`.tables`), ``tables.table_source``."""
+as well (:mod:`.tables`), ``tables.table_source``. 5: scripts fused onto numbers marked in the
+table text ("28.15^34", "87.0±3.0", "10^5")."""
 
 BACKENDS = ("pymupdf", "layout", "mineru")
 """Values of ``settings.parse_backend`` (see :func:`parse_pdf`)."""
