@@ -99,6 +99,7 @@ def main() -> None:
         "publish": {k: pub[k] for k in ("version", "points", "vectors_encoded", "seconds")},
         "paper_index": {k: pub["paper_index"][k] for k in ("papers", "texts_encoded", "seconds")},
         "crawl_timings": report["seconds"],
+        "stages": report.get("stages", {}),
         "status_points": status["points"],
         "all_in_paper_index": status["points"]["papers"] == papers,
         "sample_found_by_title": {"n": len(sample), "search_rank1": found_search, "retrieve_rank1": found_retrieve},
