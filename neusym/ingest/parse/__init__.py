@@ -50,7 +50,8 @@ for the same PDF bytes, so that staged parses made by an older parser are redone
 italic caption labels, parse backends. 3: the word grid of a booktabs table keeps two numbers
 apart and splits a tightly set phrase at its columns. 4: tables read by the table-structure model
 as well (:mod:`.tables`), ``tables.table_source``. 5: scripts fused onto numbers marked in the
-table text ("28.15^34", "87.0±3.0", "10^5")."""
+table text ("28.15^34", "87.0±3.0", "10^5"); narrow captions side by side at different heights split
+the width between their floats."""
 
 BACKENDS = ("pymupdf", "layout", "mineru")
 """Values of ``settings.parse_backend`` (see :func:`parse_pdf`)."""

@@ -322,15 +322,27 @@ def _choose(kind: str, up: _Side, down: _Side) -> Box | None:
     return big.region if big.gap <= small.gap + 16 else small.region
 
 
+SIDE_BY_SIDE_GAP = 0.2
+"""Two narrow captions side by side (disjoint x-ranges, each under 60% of the column) at most this
+fraction of the page height apart vertically belong to floats set side by side (minipages of different
+heights put their captions at different heights)."""
+
+
 def _x_range(cap: Caption, captions_on_page: list[Caption]) -> tuple[float, float]:
+    """The x-range a caption's float may take: its column, split halfway to a caption beside it (captions
+    overlapping vertically, or two narrow ones near each other: :data:`SIDE_BY_SIDE_GAP`)."""
     page = cap.page
     lo, hi = page.column_of(cap.bbox)
     cb = cap.bbox
+    narrow = 0.6 * (hi - lo)
     for other in captions_on_page:
         if other is cap:
             continue
         ob = other.bbox
-        if min(cb[3], ob[3]) - max(cb[1], ob[1]) > 0 and (ob[0] >= cb[2] or ob[2] <= cb[0]):
+        overlap = min(cb[3], ob[3]) - max(cb[1], ob[1])
+        near = (overlap > -SIDE_BY_SIDE_GAP * page.height and cb[2] - cb[0] < narrow and ob[2] - ob[0] < narrow
+                and page.column_of(ob) == (lo, hi))
+        if (overlap > 0 or near) and (ob[0] >= cb[2] or ob[2] <= cb[0]):
             # side-by-side floats: split the range between the two captions
             mid = ((cb[0] + cb[2]) / 2 + (ob[0] + ob[2]) / 2) / 2
             if ob[0] >= cb[2]:
