@@ -89,6 +89,7 @@ def ingest(pdfs: list[Path], home: Path, extra_env: dict | None = None) -> dict:
     report = json.loads(done.stdout)
     return {"wall_s": round(wall, 2), "pages": report["pages"],
             "stages_s": {k: round(v, 2) for k, v in report["seconds"].items()},
+            "stages": report.get("stages", {}),
             "points": report["publish"]["points"], "rows": report["row_counts"],
             "peak_rss_mb": round(int(rss_file.read_text().split()[-1]) / 1024)}
 
