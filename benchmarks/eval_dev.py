@@ -144,6 +144,34 @@ def _route_stats(pred: Path, questions: list, report) -> dict:
             st = (rec.get("verification") or {}).get("status", "-")
             status[st] = status.get(st, 0) + 1
         out["verification"] = status
+    out["timings"] = phase_stats(lines.values())
+    return out
+
+
+def phase_stats(records) -> dict:
+    """Where the answers' seconds went (``timings`` of each prediction, :mod:`neusym.telemetry`): per phase
+    the median and mean seconds over all answers and its share of all answer seconds, overall and per
+    route; answers recorded before timings existed are left out (``answers`` counts the rest)."""
+    import statistics
+
+    def block(recs: list[dict]) -> dict:
+        phases = sorted({k for r in recs for k in r["timings"]})
+        total = sum(sum(r["timings"].values()) for r in recs) or 1.0
+        secs = [r.get("seconds") or 0.0 for r in recs]
+        return {"answers": len(recs), "median_seconds": round(statistics.median(secs), 1),
+                "p95_seconds": round(sorted(secs)[min(len(secs) - 1, int(round(0.95 * (len(secs) - 1))))], 1),
+                "phases": {p: {"median_s": round(statistics.median(r["timings"].get(p, 0.0) for r in recs), 2),
+                               "mean_s": round(sum(r["timings"].get(p, 0.0) for r in recs) / len(recs), 2),
+                               "share": round(sum(r["timings"].get(p, 0.0) for r in recs) / total, 3)} for p in phases}}
+
+    timed = [r for r in records if r.get("timings")]
+    if not timed:
+        return {}
+    out = block(timed)
+    by_route: dict[str, list[dict]] = {}
+    for r in timed:
+        by_route.setdefault(r.get("route") or "-", []).append(r)
+    out["routes"] = {name: block(recs) for name, recs in sorted(by_route.items())}
     return out
 
 

@@ -318,6 +318,30 @@ def test_a_failed_check_gets_one_repair_round(corpus_settings, ids):
     assert bad.verification["status"] == "fail" and bad.verification["repaired"] and len(still_wrong.requests) == 2
 
 
+def test_an_answer_says_where_its_seconds_went(corpus_settings, ids):
+    """``timings``: each phase's own wall time (neusym.telemetry), adding up to the answer's seconds; the
+    repair's model call counts as repair, the first one as generation."""
+    from neusym.telemetry import llm_request
+
+    class SlowModel(ScriptedLLM):
+        @llm_request
+        def chat(self, *args, **kwargs):
+            time.sleep(0.3)  # stands in for the model's generation time
+            return super().chat(*args, **kwargs)
+
+    llm = SlowModel([{"answer": "[7, 3]", "evidence": [1]}, {"answer": "[2, 3]", "evidence": [1]}])
+    result = ask(Q_NEG, settings=corpus_settings, llm=llm, method="auto", answer_format=FMT_NEG,
+                 paper_ids=[ids["SPECTER"]])
+    t = result.timings
+    assert result.verification["repaired"] and len(llm.requests) == 2
+    assert {"route", "retrieval", "generation", "verification", "repair"} <= set(t)
+    assert 0.3 <= t["generation"] < 0.6 and 0.3 <= t["repair"] < 0.9 and t["retrieval"] > 0
+    assert sum(t.values()) == pytest.approx(result.seconds, abs=0.1)
+    assert result.to_dict()["timings"] == t
+    fast = ask("How many tables does the SPECTER paper have?", settings=corpus_settings, llm=NoLLM(), method="auto")
+    assert fast.route == "symbolic" and "generation" not in fast.timings and "retrieval" in fast.timings
+
+
 def test_a_number_written_as_an_expression_is_computed_and_its_operands_checked(corpus_settings, ids):
     fmt = "Your answer should be a single integer."
     # cites the top three passages: the one giving "2 hard negatives ... and 3 easy" is among them

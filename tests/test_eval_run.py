@@ -224,7 +224,8 @@ def test_eval_run_end_to_end_resume_and_score(corpus_settings, papers, tmp_path,
         by_uuid = {line["uuid"]: line for line in lines}
         for line in lines:
             assert set(line) == {"uuid", "method", "answer", "trajectory", "turns", "prompt_tokens",
-                                 "completion_tokens", "cached_tokens", "seconds", "stop_reason", "paper_ids", "error"}
+                                 "completion_tokens", "cached_tokens", "seconds", "stop_reason", "timings", "paper_ids",
+                                 "error"}
             assert line["method"] == "neusym"
         s1 = by_uuid["a0000000-0000-4000-8000-000000000001"]
         assert s1["answer"] == "SciDocs" and s1["error"] is None and s1["turns"] == 2

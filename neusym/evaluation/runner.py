@@ -11,7 +11,9 @@ question is done::
 
     {"uuid", "method", "answer", "trajectory": [{thought, action, arguments, observation, ...}],
      "turns", "prompt_tokens", "completion_tokens", "cached_tokens", "seconds", "stop_reason",
-     "paper_ids", "error"}
+     "timings", "paper_ids", "error"}
+
+``timings``: seconds per phase of the answer (:mod:`neusym.telemetry`).
 
 ``error`` is null when the agent ran (even if it never answered: ``answer`` null, ``stop_reason``
 ``max_turns``) and a message when the item could not be run: a paper id not in the corpus, an LLM
@@ -334,6 +336,7 @@ def empty_record(question: EvalQuestion, method: Method) -> dict:
         "cached_tokens": 0,
         "seconds": 0.0,
         "stop_reason": None,
+        "timings": {},
         "paper_ids": [],
         "error": None,
     }
@@ -366,7 +369,8 @@ def answer_item(
             conferences=question.conference or None,
         )
         data = result.to_dict()
-        for key in ("answer", "trajectory", "turns", "prompt_tokens", "completion_tokens", "cached_tokens", "stop_reason"):
+        for key in ("answer", "trajectory", "turns", "prompt_tokens", "completion_tokens", "cached_tokens", "stop_reason",
+                    "timings"):
             record[key] = data[key]
         if data.get("route"):  # method auto
             for key in ("route", "verification", "citations"):

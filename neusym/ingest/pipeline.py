@@ -355,7 +355,7 @@ def _init_parse_worker() -> None:
     import os
 
     from neusym.ingest.parse.layout import single_threaded_models
-    from neusym.logs import ENV, configure
+    from neusym.telemetry import ENV, configure
 
     if os.environ.get(ENV):  # the parent's --verbose / NEUSYM_LOG_LEVEL (spawned workers start unconfigured)
         configure()

@@ -28,7 +28,7 @@ def _settings() -> Settings:
 def _options(verbose: bool = typer.Option(False, "--verbose", "-v", help="Print INFO log lines, the model "
                                           "libraries' included (default: NEUSYM_LOG_LEVEL, else warnings only).")) -> None:
     """NeuSym-RAG corpus pipeline and query layer over AI research papers."""
-    from neusym.logs import configure
+    from neusym.telemetry import configure
 
     configure("INFO" if verbose else Settings().log_level)
 
@@ -336,7 +336,9 @@ def ask(
                       f"{c['primary_key']}: \"{' '.join(c['quote'].split())}\"", markup=False, highlight=False, soft_wrap=True)
     if trace:
         console.print(f"[dim]{result.turns} LLM calls, {result.prompt_tokens} prompt + {result.completion_tokens} "
-                      f"completion tokens, {result.seconds:.1f} s[/dim]")
+                      f"completion tokens, {result.seconds:.1f} s"
+                      + (" (" + ", ".join(f"{k} {v:.1f} s" for k, v in result.timings.items()) + ")"
+                         if result.timings else "") + "[/dim]", highlight=False)
 
 
 @app.command()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from neusym.errors import NeusymError
+from neusym.telemetry import llm_request
 from neusym.settings import Settings
 
 
@@ -128,6 +129,7 @@ class OpenAICompatibleLLM:
         """True when observation images may be sent as ``image_url`` content parts."""
         return self.vision
 
+    @llm_request
     def chat(
         self, messages: list[dict], *, json_schema: dict | None = None, max_tokens: int | None = None,
         should_stop: Callable[[], bool] | None = None,
@@ -314,6 +316,7 @@ class LocalLlamaLLM:
             self.load_seconds = time.monotonic() - started
         return self._server
 
+    @llm_request
     def chat(
         self, messages: list[dict], *, json_schema: dict | None = None, max_tokens: int | None = None,
         should_stop: Callable[[], bool] | None = None,

@@ -13,6 +13,7 @@ import threading
 from typing import Any, Callable
 
 from neusym.llm.chat import LLM, CancellableLLM, make_llm
+from neusym.telemetry import measure
 from neusym.query.agent.actions import Environment
 from neusym.query.agent.cues import families_off
 from neusym.query.agent.router import answer_auto
@@ -37,7 +38,8 @@ def ask(
     conferences: list[str] | None = None,
 ) -> AgentResult:
     """Answer ``question`` over the corpus of ``settings``; returns an :class:`AgentResult` (answer,
-    trajectory, tokens, seconds and, for the router, route, verification and citations).
+    trajectory, tokens, seconds, ``timings`` (seconds per phase: :mod:`neusym.telemetry`) and, for the
+    router, route, verification and citations).
 
     ``method``: a :class:`~neusym.query.agent.methods.Method` or its name (default ``auto``, the
     router); ``paper_ids``: papers the question is about (UUID strings); ``answer_format``: the
@@ -72,11 +74,15 @@ def _ask(question: str, *, settings: Settings, chosen: Method, paper_ids: list[s
         env.cancel = cancel
         llm = CancellableLLM(llm or make_llm(settings), cancel)
     try:
-        if chosen.name == "auto":
-            return answer_auto(question, settings=settings, llm=llm, paper_ids=paper_ids, answer_format=answer_format,
-                               env=env, on_step=on_step, conferences=conferences)
-        return run_loop(question, settings=settings, llm=llm, paper_ids=paper_ids, answer_format=answer_format,
-                        env=env, on_step=on_step, method=chosen, conferences=conferences)
+        with measure() as clock:
+            if chosen.name == "auto":
+                result = answer_auto(question, settings=settings, llm=llm, paper_ids=paper_ids,
+                                     answer_format=answer_format, env=env, on_step=on_step, conferences=conferences)
+            else:
+                result = run_loop(question, settings=settings, llm=llm, paper_ids=paper_ids, answer_format=answer_format,
+                                  env=env, on_step=on_step, method=chosen, conferences=conferences)
+            result.timings = clock.totals()
+        return result
     finally:
         if own_env:
             env.close()

@@ -46,8 +46,8 @@ Box = tuple[float, float, float, float]
 def quiet_model_loading() -> Iterator[None]:
     """INFO and DEBUG records off while a third-party model loads (rapid-table and rapid-layout set their
     own loggers to DEBUG with coloured handlers when an engine is created and say which file they use);
-    left on with ``--verbose`` / ``NEUSYM_LOG_LEVEL=INFO`` (:func:`neusym.logs.verbose`)."""
-    from neusym.logs import verbose
+    left on with ``--verbose`` / ``NEUSYM_LOG_LEVEL=INFO`` (:func:`neusym.telemetry.verbose`)."""
+    from neusym.telemetry import verbose
 
     if verbose():
         yield

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from neusym.telemetry import phase
 from neusym.query.calc import calculate
 from neusym.errors import ActionError, NeusymError
 from neusym.settings import Settings
@@ -531,8 +532,10 @@ class Environment:
     def execute(self, action: "Action", *, max_tokens: int | None = None) -> "Observation":
         """Run one validated action on this environment (:func:`execute_action`): how the agent loop
         runs its actions. A subclass may run them elsewhere (e.g. through the MCP tools of
-        :mod:`neusym.interfaces.service.mcp`, to show a client sees what the agent sees)."""
-        return execute_action(action, self, max_tokens=max_tokens)
+        :mod:`neusym.interfaces.service.mcp`, to show a client sees what the agent sees). Timed as
+        ``retrieval`` (:mod:`neusym.telemetry`)."""
+        with phase("retrieval"):
+            return execute_action(action, self, max_tokens=max_tokens)
 
     def record_hits(self) -> list[dict]:
         """Start collecting this thread's vector-search hits (evidence for citations) into the

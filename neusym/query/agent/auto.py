@@ -35,6 +35,7 @@ import logging
 import re
 from typing import Any, Callable
 
+from neusym.telemetry import phase
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
 from neusym.errors import NeusymError
 from neusym.ingest.parse.cells import html_rows
@@ -591,12 +592,13 @@ def answer_paper_search(question: str, conferences: list[str] | None, env: Any, 
     answer, verified to be a corpus title, the hits are the ``candidates``."""
     from neusym.store.paper_index import PaperIndex
 
-    filters = search_filters(question, conferences)
-    index = PaperIndex.of_version(env.version, settings)
-    hits = index.search(question, limit=5, **filters)
-    if not hits and filters:
-        hits = index.search(question, limit=5)
-        filters = {}
+    with phase("retrieval"):
+        filters = search_filters(question, conferences)
+        index = PaperIndex.of_version(env.version, settings)
+        hits = index.search(question, limit=5, **filters)
+        if not hits and filters:
+            hits = index.search(question, limit=5)
+            filters = {}
     text = "\n".join(f"{i}. {h.title} ({h.venue or '-'} {h.year or ''}) score {h.score}" for i, h in enumerate(hits, 1))
     add_step(Step(thought=f"paper search with filters {filters or 'none'}", action="SearchPapers",
                   arguments={"query": question, **filters}, observation=text or "no paper found", fixed=True))
@@ -675,12 +677,14 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
     and figure contexts); when the evidence points at a table, one SQL query over its cells
     (:func:`_table_sql`), whose rows are the answer when they have the format's shape; else one LLM
     call typed by the answer format, verified, repaired once when a check fails, cited."""
-    cells, observation = focused_context(question, papers, route_features, env)
+    with phase("retrieval"):
+        cells, observation = focused_context(question, papers, route_features, env)
     add_step(Step(thought="hybrid retrieval (BM25 + MiniLM, reciprocal-rank fusion) within the paper",
                   action="RetrieveFromVectorstore", arguments={"query": question, "papers": [p for p, _ in papers]},
                   observation=observation, fixed=True))
     compute = asks_to_compute(question) or worked_computation(question)
-    cells, sql_result = _table_sql(question, answer_format, cells, route_features, env, llm, result, add_step)
+    with phase("table_query", owns_llm=True):
+        cells, sql_result = _table_sql(question, answer_format, cells, route_features, env, llm, result, add_step)
     direct = sql_result[2] if sql_result else None
     if direct is not None:  # the query's rows have the shape the format asks for: they are the answer
         result.answer = direct
@@ -694,20 +698,22 @@ def answer_focused(question: str, answer_format: str | None, papers: list[tuple[
                   observation="", raw=reply.text, prompt_tokens=reply.prompt_tokens,
                   completion_tokens=reply.completion_tokens, cached_tokens=reply.cached_tokens))
     cited = used or cells[:2]
-    shaped = _conform(answer, answer_format, add_step, compute)
-    check = verify(answer, _texts(used or cells), question=question, conformed=shaped)
+    with phase("verification"):
+        shaped = _conform(answer, answer_format, add_step, compute)
+        check = verify(answer, _texts(used or cells), question=question, conformed=shaped)
     if check.status == "fail":
-        note = "; ".join(f"'{c.claim}' {c.detail}" for c in check.failed) + ". Answer again from the evidence only."
-        again, used2, reply2 = focused_answer(question, answer_format, papers, cells, env, llm, note=note)
-        _count(result, reply2)
-        add_step(Step(thought="repair: " + note, action="GenerateAnswer", arguments={"answer": again}, observation="",
-                      raw=reply2.text, prompt_tokens=reply2.prompt_tokens,
-                      completion_tokens=reply2.completion_tokens, cached_tokens=reply2.cached_tokens))
-        shaped2 = _conform(again, answer_format, add_step, compute)
-        check2 = verify(again, _texts(used2 or cells), question=question, conformed=shaped2)
-        if check2.status != "fail" or len(check2.failed) < len(check.failed):
-            answer, cited, check, shaped = again, used2 or cells[:2], check2, shaped2
-        check.repaired = True
+        with phase("repair", owns_llm=True):
+            note = "; ".join(f"'{c.claim}' {c.detail}" for c in check.failed) + ". Answer again from the evidence only."
+            again, used2, reply2 = focused_answer(question, answer_format, papers, cells, env, llm, note=note)
+            _count(result, reply2)
+            add_step(Step(thought="repair: " + note, action="GenerateAnswer", arguments={"answer": again},
+                          observation="", raw=reply2.text, prompt_tokens=reply2.prompt_tokens,
+                          completion_tokens=reply2.completion_tokens, cached_tokens=reply2.cached_tokens))
+            shaped2 = _conform(again, answer_format, add_step, compute)
+            check2 = verify(again, _texts(used2 or cells), question=question, conformed=shaped2)
+            if check2.status != "fail" or len(check2.failed) < len(check.failed):
+                answer, cited, check, shaped = again, used2 or cells[:2], check2, shaped2
+            check.repaired = True
     if shaped.ok:
         answer = shaped.value
     if sql_result is not None:  # the answer rests on a query the verifier re-ran

@@ -77,6 +77,9 @@ class AgentResult:
     verification: dict | None = None
     citations: list[dict] = field(default_factory=list)
     candidates: list[dict] = field(default_factory=list)
+    timings: dict = field(default_factory=dict)
+    """Seconds per phase of the answer (:mod:`neusym.telemetry`: route, retrieval, generation, table_query,
+    verification, repair, other), adding up to ``seconds``; set by :func:`neusym.query.ask.ask`."""
 
     def to_dict(self, *, include_images: bool = False) -> dict:
         """JSON-ready dict (for ``neusym ask --json``)."""
@@ -95,6 +98,7 @@ class AgentResult:
             "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
             "seconds": round(self.seconds, 3),
+            "timings": dict(self.timings),
             "trajectory": [s.to_dict(include_images=include_images) for s in self.trajectory],
         }
 

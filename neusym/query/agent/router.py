@@ -31,6 +31,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
+from neusym.telemetry import phase
 from neusym.llm.chat import make_llm
 from neusym.query.agent.actions import Environment
 from neusym.query.agent.answer_format import conform
@@ -200,7 +201,8 @@ class SymbolicRoute:
 
     def answer(self, facts: Facts, decision: RouteDecision, run: Run) -> AgentResult | None:
         intent, env, result = decision.intent, run.env, run.result
-        sym = answer_intent(intent, decision.papers[0], env, facts.answer_format)
+        with phase("retrieval"):
+            sym = answer_intent(intent, decision.papers[0], env, facts.answer_format)
         if sym is None:
             return None
         shaped = conform(sym.answer, facts.answer_format)
@@ -212,7 +214,8 @@ class SymbolicRoute:
         if not fits:  # read the paper(s) instead (fallback)
             return None
         result.answer = sym.answer
-        result.verification = verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
+        with phase("verification"):
+            result.verification = verify(render_answer(sym.answer), [], symbolic_sql=sym.sql).to_dict()
         result.citations = [c.to_dict() for c in citations_for(env, sym.cells, result.answer)]
         return result
 
@@ -325,10 +328,11 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
 
     run = Run(settings, env, get_llm, result, add_step, on_step)
     try:
-        facts = question_facts(question, paper_ids=paper_ids, answer_format=answer_format, env=env,
-                               conferences=conferences)
-        decision = route_question(question, paper_ids=paper_ids, answer_format=answer_format, env=env, llm=get_llm,
-                                  conferences=conferences, facts=facts)
+        with phase("route", owns_llm=True):
+            facts = question_facts(question, paper_ids=paper_ids, answer_format=answer_format, env=env,
+                                   conferences=conferences)
+            decision = route_question(question, paper_ids=paper_ids, answer_format=answer_format, env=env,
+                                      llm=get_llm, conferences=conferences, facts=facts)
         if decision.llm_used:
             result.turns += 1
         result.route = decision.route
