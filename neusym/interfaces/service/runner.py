@@ -56,8 +56,8 @@ def main(host: str = "127.0.0.1", port: int = 8000, *, settings: Settings | None
     """
     import uvicorn
 
-    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO),  # the server's own level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", force=True)  # not the CLI's
     if workers > 1:
         _supervise(host, port, workers, log_level)
         return
