@@ -69,10 +69,11 @@ def corpus_enrich():
 
     @task(trigger_rule="all_done", queue=WRITER)
     def apply_ocr(done: list[dict]) -> dict:
-        from neusym.ingest.enrich import apply_enrichment, unit_seconds
+        from neusym.ingest.enrich import apply_enrichment
+        from neusym.ingest.stages import total_seconds
 
-        seconds = unit_seconds([u for u in (done or []) if u])
-        log.info("ocr: %.1f s over %d units", seconds, len([u for u in (done or []) if u]))
+        seconds = total_seconds(done or [])
+        log.info("ocr: %.1f s over %d units", seconds, len(done or []))
         return apply_enrichment(Settings(), stages={"ocr": seconds}).model_dump()
 
     @task(trigger_rule="all_done")
@@ -90,10 +91,11 @@ def corpus_enrich():
 
     @task(trigger_rule="all_done", queue=WRITER)
     def apply_summaries(done: list[dict]) -> dict:
-        from neusym.ingest.enrich import apply_enrichment, unit_seconds
+        from neusym.ingest.enrich import apply_enrichment
+        from neusym.ingest.stages import total_seconds
 
-        seconds = unit_seconds([u for u in (done or []) if u])
-        log.info("summaries: %.1f s over %d units", seconds, len([u for u in (done or []) if u]))
+        seconds = total_seconds(done or [])
+        log.info("summaries: %.1f s over %d units", seconds, len(done or []))
         return apply_enrichment(Settings(), stages={"summaries": seconds}).model_dump()
 
     ocr_applied = apply_ocr(ocr.expand(unit=plan_ocr()))

@@ -21,7 +21,7 @@ Phases of :func:`neusym.query.ask.ask` (``AgentResult.timings``): ``route`` (que
 route decision, its LLM call included), ``retrieval`` (evidence: vector and BM25 search, SQL lookups,
 paper search), ``generation`` (the answer's LLM calls), ``table_query`` (SQL over a table's cells, its
 LLM call included), ``verification``, ``repair`` (the second answer after a failed check, its LLM call
-included) and ``other``. Seconds, rounded to milliseconds.
+included), ``action`` (the agent loop's CalculateExpr and ViewImage) and ``other``. Seconds, rounded to milliseconds.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ import duckdb
 from pydantic import BaseModel, Field
 
 from neusym.settings import Settings
+from neusym.ingest.stages import total_seconds
 from neusym.store.sqlfiles import sql_dir
 from neusym.store.db import connect_plain_readonly, writer
 from neusym.store.storage import is_url, storage
@@ -503,11 +504,6 @@ def _filled_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     return out
 
 
-def unit_seconds(units: list[UnitResult | dict]) -> float:
-    """Seconds of enrichment units (their ``seconds`` summed): the ``ocr`` / ``summaries`` stage time."""
-    return round(sum(float((u.get("seconds") if isinstance(u, dict) else u.seconds) or 0.0) for u in units if u), 3)
-
-
 # ------------------------------------------------------------------------------- in-process run
 class EnrichReport(BaseModel):
     """What one in-process enrichment run did (``neusym enrich``)."""
@@ -537,7 +533,7 @@ def enrich(settings: Settings, *, stages: tuple[str, ...] = ("ocr", "summaries")
             if on_unit:
                 on_unit(res)
         done = report.ocr_units if stage == "ocr" else report.summary_units
-        report.applied.append(apply_enrichment(settings, stages={stage: unit_seconds(done)}))
+        report.applied.append(apply_enrichment(settings, stages={stage: total_seconds(done)}))
     report.pending_after = sum(len(u.items) for st in stages
                                for u in plan_enrichment(settings, st, budget_tokens=10**12))  # type: ignore[arg-type]
     report.seconds = time.perf_counter() - t0

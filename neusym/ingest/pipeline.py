@@ -480,7 +480,7 @@ def ingest(
                         encoded=encoded, materialized=mat.seconds)
     pub = publish(settings, stages=stages)
     timings["publish"] = time.perf_counter() - t
-    item_seconds = {"parse": round(sum(r.seconds for r in parsed), 3), "encode": round(sum(e.seconds for e in encoded), 3)}
+    item_seconds = {k: pub.stages.get(k, 0.0) for k in ("parse", "encode")}
     return IngestReport(parsed=parsed, encoded=encoded, row_counts=mat.row_counts, publish=pub,
                         pages=sum(r.num_pages for r in parsed), seconds=timings, item_seconds=item_seconds,
                         stages=pub.stages,

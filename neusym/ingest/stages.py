@@ -41,14 +41,16 @@ STAGES = ("fetch", "load_metadata", "download", "parse", "encode", "materialize"
 _PUBLISH_PARTS = ("citations", "cells", "paper_index")
 
 
-def _seconds(items: Iterable[Any]) -> float:
+def total_seconds(items: Iterable[Any]) -> float:
+    """The ``seconds`` of ``items`` (pydantic models or their dicts; None items skipped) added up: the
+    time of a parallel stage, e.g. OCR or summary units (:class:`neusym.ingest.enrich.UnitResult`)."""
     total = 0.0
     for item in items:
         if item is None:
             continue
         value = item.get("seconds") if isinstance(item, Mapping) else getattr(item, "seconds", 0.0)
         total += float(value or 0.0)
-    return total
+    return round(total, 3)
 
 
 def ordered(stages: Mapping[str, float]) -> dict[str, float]:
@@ -73,13 +75,13 @@ def run_stages(*, crawled: Iterable[Any] = (), load_seconds: float | None = None
     crawled, downloads, parsed, encoded = list(crawled), list(downloads), list(parsed), list(encoded)
     out: dict[str, float] = {}
     if crawled:
-        out["fetch"] = _seconds(crawled)
+        out["fetch"] = total_seconds(crawled)
     if load_seconds is not None:
         out["load_metadata"] = load_seconds
     if downloads:
-        out["download"] = _seconds(downloads)
+        out["download"] = total_seconds(downloads)
     if parsed:
-        out["parse"] = _seconds(parsed)
+        out["parse"] = total_seconds(parsed)
         parts: dict[str, float] = {}
         for item in parsed:
             got = (item.get("parts") if isinstance(item, Mapping) else getattr(item, "parts", None)) or {}
@@ -87,7 +89,7 @@ def run_stages(*, crawled: Iterable[Any] = (), load_seconds: float | None = None
                 parts[f"parse/{key}"] = parts.get(f"parse/{key}", 0.0) + float(value)
         out.update(parts)
     if encoded:
-        out["encode"] = _seconds(encoded)
+        out["encode"] = total_seconds(encoded)
     for key, value in (materialized or {}).items():
         out[key] = value
     return ordered(out)
@@ -132,4 +134,4 @@ def summary_line(stages: Mapping[str, float]) -> str:
     return ", ".join(f"{k} {v:.1f} s" for k, v in ordered(stages).items() if not is_part(k))
 
 
-__all__ = ["STAGES", "is_part", "ordered", "publish_stages", "recorded", "run_stages", "summary_line"]
+__all__ = ["STAGES", "is_part", "ordered", "publish_stages", "recorded", "run_stages", "summary_line", "total_seconds"]

@@ -42,12 +42,11 @@ class _RunProgress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.quiet = quiet
-        self.live = err.is_terminal and not quiet
         self.bars: dict[str, int] = {}
         self.pages = 0
         self.progress = Progress(TextColumn("{task.description:<8}"), BarColumn(), MofNCompleteColumn(),
                                  TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TextColumn("{task.fields[last]}"),
-                                 console=err, transient=False) if self.live else None
+                                 console=err, transient=False) if err.is_terminal and not quiet else None
 
     def __enter__(self) -> "_RunProgress":
         if self.progress is not None:

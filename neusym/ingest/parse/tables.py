@@ -35,7 +35,7 @@ import logging
 import re
 from dataclasses import dataclass, field
 
-from neusym.ingest.parse.pdf import Box, PageLayout
+from neusym.ingest.parse.pdf import Box, PageLayout, union
 
 log = logging.getLogger(__name__)
 
@@ -325,13 +325,11 @@ def _filled_cells(html: str | None) -> int:
 def combine(page: PageLayout, box: Box | None, words_html: str | None, p4l: tuple[Box, str] | None) -> TableGrid:
     """The grid stored for one table (module docstring). ``box``: the caption's region; ``words_html``:
     the word grid of that region; ``p4l``: pymupdf4llm's (box, HTML) matched to this table, or None."""
-    if box is not None or p4l is not None:
-        fixes = script_fixes(page, _union(box, p4l[0] if p4l else None))
-        words_html = mark_scripts(words_html, fixes)
-        if p4l is not None:
-            p4l = (p4l[0], mark_scripts(p4l[1], fixes))
-    else:
-        fixes = {}
+    boxes = [b for b in (box, p4l[0] if p4l else None) if b is not None]
+    fixes = script_fixes(page, union(boxes)) if boxes else {}
+    words_html = mark_scripts(words_html, fixes)
+    if p4l is not None:
+        p4l = (p4l[0], mark_scripts(p4l[1], fixes))
     before, before_source, region = words_html, "words" if words_html else None, box
     if p4l is not None:
         region = p4l[0]  # its box follows the table's ink more closely than the caption's region
@@ -350,11 +348,6 @@ def combine(page: PageLayout, box: Box | None, words_html: str | None, p4l: tupl
     best = max(scored)
     notes = [f"{name}: {n} addressed numbers" for n, _, name, _ in scored]
     return TableGrid(best[3], best[2], region, notes)
-
-
-def _union(a: Box | None, b: Box | None) -> Box:
-    boxes = [x for x in (a, b) if x is not None]
-    return (min(x[0] for x in boxes), min(x[1] for x in boxes), max(x[2] for x in boxes), max(x[3] for x in boxes))
 
 
 def addressed(html: str | None) -> int:

@@ -532,9 +532,9 @@ class Environment:
     def execute(self, action: "Action", *, max_tokens: int | None = None) -> "Observation":
         """Run one validated action on this environment (:func:`execute_action`): how the agent loop
         runs its actions. A subclass may run them elsewhere (e.g. through the MCP tools of
-        :mod:`neusym.interfaces.service.mcp`, to show a client sees what the agent sees). Timed as
-        ``retrieval`` (:mod:`neusym.telemetry`)."""
-        with phase("retrieval"):
+        :mod:`neusym.interfaces.service.mcp`, to show a client sees what the agent sees). Timed
+        (:mod:`neusym.telemetry`) as ``retrieval`` for the two Retrieve actions, else ``action``."""
+        with phase("retrieval" if action.action_type.startswith("Retrieve") else "action"):
             return execute_action(action, self, max_tokens=max_tokens)
 
     def record_hits(self) -> list[dict]:

@@ -79,7 +79,7 @@ class AgentResult:
     candidates: list[dict] = field(default_factory=list)
     timings: dict = field(default_factory=dict)
     """Seconds per phase of the answer (:mod:`neusym.telemetry`: route, retrieval, generation, table_query,
-    verification, repair, other), adding up to ``seconds``; set by :func:`neusym.query.ask.ask`."""
+    verification, repair, action, other), adding up to ``seconds``; set by :func:`neusym.query.ask.ask`."""
 
     def to_dict(self, *, include_images: bool = False) -> dict:
         """JSON-ready dict (for ``neusym ask --json``)."""
