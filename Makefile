@@ -14,6 +14,7 @@ export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
 DEMO_QUESTION ?= How many pages does the LongEval paper have?
+DEMO_READ_QUESTION ?= Which pretrained model is SPECTER initialized from?
 
 .PHONY: install demo test test-fast clean serve browsers cluster-deps cluster-up cluster-down cluster-status
 
@@ -29,13 +30,15 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## demo: run the corpus_refresh DAG over the bundled sample corpus, then ask one question
+## demo: run the corpus_refresh DAG over the bundled sample corpus, then ask one question answered from the
+## database (no LLM call) and one read from the papers by the offline model, with its citations
 demo: install
 	mkdir -p $(NEUSYM_HOME)
 	$(BIN)/airflow db migrate > $(NEUSYM_HOME)/airflow-migrate.log 2>&1 || (cat $(NEUSYM_HOME)/airflow-migrate.log; exit 1)
 	NEUSYM_PDF_DIRS='["$(CURDIR)/samples/pdfs"]' $(BIN)/airflow dags test corpus_refresh
 	$(BIN)/neusym sql "SELECT m.title, count(DISTINCT p.page_id) AS pages FROM metadata m JOIN pages p ON p.ref_paper_id = m.paper_id GROUP BY m.title ORDER BY m.title"
 	$(BIN)/neusym ask "$(DEMO_QUESTION)" --trace
+	$(BIN)/neusym ask "$(DEMO_READ_QUESTION)" --trace
 
 ## test: the whole suite, slow end-to-end tests included (what .ci/run runs)
 test: install browsers cluster-deps

@@ -1243,7 +1243,7 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
     async def mcp() -> Response:
         """The MCP server (Model Context Protocol, streamable HTTP, stateless, JSON responses): the
         five NeuSym-RAG actions, paper search, paper outlines and ask as tools for any MCP client
-        (README, "Use from an LLM client"); behind the same API key as the other routes."""
+        (docs/mcp.md); behind the same API key as the other routes."""
         return _Asgi(mcp_endpoint)
 
     api.include_router(openai_router(state, run_agent, check_ask))  # /v1: behind the same API key
