@@ -6,11 +6,11 @@ blind home those of benchmarks/airqa_blind):
         [--weights 1.0,0.5] [--answer] [--work /tmp/evidence-fusion] \\
         [--out benchmarks/results/evidence_fusion.json]
 
-For each weight of the MiniLM lists (:data:`neusym.query.agent.auto.DENSE_LIST_WEIGHT`; the first is
+For each weight of the MiniLM lists (``FocusedConfig.dense_list_weight``, :mod:`neusym.query.agent.config`; the first is
 the baseline), the evidence recall of every item with gold quotes (``evidence_recall.measure``: is
 each quote in the reader's context, per stage) on dev, test and blind. With ``--answer``, the items
 whose context differs between the baseline and a weight are answered with method ``auto`` and the
-offline model under both (``neusym eval run`` in a process where the constant is set; ``neusym eval
+offline model under both (``neusym eval run --focused`` with that weight; ``neusym eval
 score``): a retrieval change can only move the answers of those items. The weight was chosen on dev
 from recall alone; test and blind are only reported.
 """
@@ -32,21 +32,16 @@ from reader import answer_with  # noqa: E402
 
 def recall(set_dir: Path, home: Path, weight: float) -> list[dict]:
     """``evidence_recall.measure`` of ``set_dir`` on ``home`` with the dense lists weighted ``weight``."""
-    from neusym.query.agent import auto
+    from neusym.query.agent.config import FocusedConfig
     from neusym.settings import Settings
 
-    kept = auto.DENSE_LIST_WEIGHT
-    auto.DENSE_LIST_WEIGHT = weight
-    try:
-        return measure(set_dir, Settings(home=home))
-    finally:
-        auto.DENSE_LIST_WEIGHT = kept
+    return measure(set_dir, Settings(home=home), FocusedConfig(dense_list_weight=weight))
 
 
 def answer(questions: list[dict], home: Path, work: Path, name: str, weight: float) -> dict[str, float]:
     """Answer ``questions`` with method auto under ``weight`` (resuming a run of the same name), score
     them: uuid -> score."""
-    done = answer_with(questions, home, work, name, [("neusym.query.agent.auto", "DENSE_LIST_WEIGHT", weight)])
+    done = answer_with(questions, home, work, name, {"dense_list_weight": weight})
     return {uuid: item["score"] for uuid, item in done.items()}
 
 

@@ -8,8 +8,8 @@ For every single-paper item of the split with gold quotes, the papers' cells are
 :func:`neusym.query.agent.auto.focused_evidence` ranks them, with 20 hits per retrieval list; an item
 counts for a variant when every quote is in one of the chosen cells (``evidence_recall.found_in``).
 Prints the share of items per variant and the mean characters the chosen cells take (chunks cut at
-``auto.EVIDENCE_CHARS``,
-tables/figures at 2000 characters, as the reader's context cuts them). The result of the table-slot
+``FocusedConfig.evidence_chars``,
+tables/figures at ``element_evidence_chars``, as the reader's context cuts them). The result of the table-slot
 variant, with the answers it gave, is benchmarks/results/table_slot_dev.json. Report the test split;
 never tune on it.
 """
@@ -38,6 +38,7 @@ def main() -> None:
 
     from neusym.evaluation.runner import PaperResolver, load_questions
     from neusym.query.agent import auto
+    from neusym.query.agent.config import FocusedConfig, using
     from neusym.query.agent.actions import Environment
     from neusym.query.agent.router import question_facts
     from neusym.settings import Settings
@@ -47,9 +48,9 @@ def main() -> None:
                 for line in (args.set / "evidence.jsonl").read_text().splitlines() if line.strip()}
     splits_file = args.set / "splits.json"
     splits = json.loads(splits_file.read_text()) if splits_file.is_file() else {}
-    auto.LIST_HITS = 20
+    config = FocusedConfig(list_hits=20)
     items = []
-    with Environment(Settings()) as env:
+    with Environment(Settings()) as env, using(config):
         resolver = PaperResolver(env)
         for q in questions:
             quotes = [e["quote"] for e in (evidence.get(q.uuid) or {}).get("evidence", []) if e.get("quote")]
@@ -70,7 +71,7 @@ def main() -> None:
             for table, n in per.items():
                 chosen += [i for i, t in enumerate(types) if t == table and i not in chosen][:n]
             found += all(any(h[i] for i in chosen) for h in hits)
-            chars += sum(min(lengths[i], auto.EVIDENCE_CHARS if types[i] == "chunks" else auto.ELEMENT_EVIDENCE_CHARS)
+            chars += sum(min(lengths[i], config.evidence_chars if types[i] == "chunks" else config.element_evidence_chars)
                          for i in chosen)
         label = f"top {k}" + "".join(f" + {n} {t}" for t, n in per.items())
         print(f"{label:<40} evidence in context {found / len(items):.3f}   mean chars {chars // len(items)}")

@@ -66,11 +66,20 @@ def found_in(quote: str, text: str) -> bool:
     return covered >= 0.9 and all(n in have for n in numbers)
 
 
-def measure(set_dir: Path, settings=None) -> list[dict]:
+def measure(set_dir: Path, settings=None, focused=None) -> list[dict]:
     """One row per item of ``set_dir`` with gold quotes (single and several papers): its split,
     task, category, route, whether every quote is found at each of :data:`STAGES`, how many quotes
     are in the context, and ``context_sha`` (the first 12 hex digits of the context's SHA-256, to
-    tell which items two retrieval settings give a different context)."""
+    tell which items two retrieval settings give a different context). ``focused``: a
+    :class:`neusym.query.agent.config.FocusedConfig` to build the contexts with (default the shipped
+    one)."""
+    from neusym.query.agent.config import using
+
+    with using(focused):
+        return _measure(set_dir, settings)
+
+
+def _measure(set_dir: Path, settings=None) -> list[dict]:
     import hashlib
 
     from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION

@@ -19,12 +19,12 @@ and goes in only if it also helps on ``test`` and ``blind``, which are reported,
 Splits: ``dev`` / ``test`` (benchmarks/airqa_dev), ``tables`` (benchmarks/airqa_tables: 37 table
 questions on the dev papers, a tuning set for table reading written before any run), ``blind``
 (reported only). ``--tags table`` keeps one category; ``--only UUIDS.json`` keeps the items a
-variant can change (the others get the same prompts, so the same answers). A part may set a
-setting (module ``env``: an environment variable such as NEUSYM_CUES_OFF).
+variant can change (the others get the same prompts, so the same answers). A part sets fields of the
+focused route's configuration (:class:`neusym.query.agent.config.FocusedConfig`).
 
 Measured and not adopted (their results stay; each ran at the commit named, the code is gone unless
 said): ``k6`` — six fused cells for a one-paper question instead of four (part kept: it only sets
-``auto.EVIDENCE_ITEMS``; 85869fc, ``results/evidence_items_k6.json``: dev 17 -> 18 of 54, test 3 -> 3
+``evidence_items``; 85869fc, ``results/evidence_items_k6.json``: dev 17 -> 18 of 54, test 3 -> 3
 of 14, blind 13 -> 11 of 54);
 ``quote`` — the reply first copies the sentence or table row that states the answer (3aa6ea6,
 ``results/reader_quote.json``: dev 26 -> 22 of 43); ``named`` — a list format that names its
@@ -40,14 +40,14 @@ the cells for the other questions whose evidence holds a table (5c8be1f: tables 
 11 -> 6 and blind 2 -> 3 of the 17 / 31 items it changes, median 13 -> 28 s on those: the quoted table
 reached text questions and the menu's choice of table). Measured and adopted: ``chunks`` is the
 reader before a chunk that reads a stored table's body gave its place to the table
-(``TABLE_FROM_TEXT`` off; ``results/table_from_text.json``); ``cells`` is the table query over one
+(``table_from_text`` off; ``results/table_from_text.json``); ``cells`` is the table query over one
 row per cell, before the wide form (one column per header path) replaced it
 (``results/table_wide_form.json``: on the items whose answer went through a table query, tuning set
 2 -> 4 of 10, dev 1 -> 2 of 7, test 0 -> 0 of 3, blind 0 -> 1 of 14; measured as part ``wide`` over
 ``direct`` at a94f837); ``chars650`` is the reader before text excerpts were cut at 900 characters
 instead of 650 (measured as part ``chars900`` over ``direct`` at 5e00b0e, ``results/evidence_chars.json``:
 on the items whose context changes dev 19 -> 20 of 59, test 3 -> 3 of 17, blind 25 -> 26 of 100).
-Not adopted (parts kept, they only set ``auto.TABLE_QUERY_GATE``):
+Not adopted (parts kept, they only set ``table_query_gate``):
 ``anytable`` — a table query whenever a table is among the evidence, and ``anysoft`` — the same, its
 rows evidence for the answer call rather than the answer (``results/table_query_gate.json``: tuning
 set 11 -> 18 of 37 and 7 -> 11 of 22, test 1 -> 0 of 6 for both, blind 13 -> 10 and 13 -> 13 of 51). Not adopted: linking a name the SQL
@@ -87,22 +87,20 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from evidence_recall import measure  # noqa: E402
 
-RUNNER = ("import sys, json, importlib; "
-          "[setattr(importlib.import_module(m), name, value) for m, name, value in json.loads(sys.argv.pop(1))]; "
-          "from neusym.interfaces.cli import app; app()")
-#: Reader parts: the module constants (module, name, value) each sets in the answering process (module
-#: ``env``: an environment variable, i.e. a setting such as NEUSYM_CUES_OFF). A
-#: variant under measurement gets a constant in its module and a part here; one that does not go in
-#: leaves with both.
-PARTS: dict[str, list[tuple[str, str, object]]] = {
-    "direct": [],
-    "chunks": [("neusym.query.agent.auto", "TABLE_FROM_TEXT", False)],
-    "k6": [("neusym.query.agent.auto", "EVIDENCE_ITEMS", 6)],
-    "chars650": [("neusym.query.agent.auto", "EVIDENCE_CHARS", 650)],
-    "cells": [("neusym.query.agent.tablesql", "RELATION_FORM", "cells")],
-    "anytable": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "any")],
-    "anysoft": [("neusym.query.agent.auto", "TABLE_QUERY_GATE", "anysoft")],
-    "nofront": [("neusym.query.agent.auto", "FRONT_MATTER", False)],
+RUNNER = "from neusym.interfaces.cli import app; app()"
+#: Reader parts: the fields of the focused route's configuration
+#: (:class:`neusym.query.agent.config.FocusedConfig`) each sets, given to ``neusym eval run --focused``.
+#: Parts joined by ``+`` merge their fields. A variant under measurement gets a field in the
+#: configuration and a part here; one that does not go in leaves with both.
+PARTS: dict[str, dict[str, object]] = {
+    "direct": {},
+    "chunks": {"table_from_text": False},
+    "k6": {"evidence_items": 6},
+    "chars650": {"evidence_chars": 650},
+    "cells": {"table_form": "cells"},
+    "anytable": {"table_query_gate": "any"},
+    "anysoft": {"table_query_gate": "anysoft"},
+    "nofront": {"front_matter": False},
 }
 CATEGORIES = ("text", "table", "image", "formula", "metadata")
 #: split -> the question set holding it (a set without ``splits.json`` is one split of its own name).
@@ -111,18 +109,20 @@ SETS = {"dev": "airqa_dev", "test": "airqa_dev", "tables": "airqa_tables", "blin
 
 
 def answer_with(questions: list[dict], home: Path, work: Path, name: str,
-                constants: list[tuple[str, str, object]]) -> dict[str, dict]:
+                focused: dict[str, object]) -> dict[str, dict]:
     """Answer ``questions`` with method auto and the offline model in a ``neusym eval run`` process
-    where each (module, name, value) of ``constants`` is set (resuming a run of the same ``name`` in
-    ``work``), and score them: uuid -> {"score", "answer", "seconds", "route", "completion_tokens"}."""
+    whose focused route is configured with the fields of ``focused`` (``--focused``; resuming a run of
+    the same ``name`` in ``work``), and score them: uuid -> {"score", "answer", "seconds", "route",
+    "completion_tokens"}."""
+    from neusym.query.agent.config import FocusedConfig
+
+    config = FocusedConfig(**focused).model_dump_json(exclude_defaults=True)  # a bad field fails here, not per item
     qfile, pred = work / f"{name}.questions.jsonl", work / f"{name}.pred.jsonl"
     qfile.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
     env = dict(os.environ, NEUSYM_HOME=str(home), HF_HUB_OFFLINE="1", NEUSYM_AGENT_MAX_TURNS="10")
-    env.update({variable: str(value) for module, variable, value in constants if module == "env"})
-    setting = json.dumps([c for c in constants if c[0] != "env"])
-    subprocess.run([sys.executable, "-c", RUNNER, setting, "eval", "run", str(qfile), "--method", "auto",
-                    "--out", str(pred)], env=env, check=True, stdout=subprocess.DEVNULL)
-    done = subprocess.run([sys.executable, "-c", RUNNER, setting, "eval", "score", str(qfile), str(pred), "--json"],
+    subprocess.run([sys.executable, "-c", RUNNER, "eval", "run", str(qfile), "--method", "auto",
+                    "--out", str(pred), "--focused", config], env=env, check=True, stdout=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-c", RUNNER, "eval", "score", str(qfile), str(pred), "--json"],
                           env=env, check=True, capture_output=True, text=True)
     (work / f"{name}.score.json").write_text(done.stdout)
     preds = {}
@@ -201,7 +201,7 @@ def main() -> None:
             print(f"{split}: no question to answer", file=sys.stderr)
             continue
         scores = {reader: answer_with(questions, home, args.work, f"{split}-{reader}",
-                                      [c for part in reader.split("+") for c in PARTS[part]]) for reader in readers}
+                                      {k: v for part in reader.split("+") for k, v in PARTS[part].items()}) for reader in readers}
         rows = []
         for q in questions:
             tags = q.get("tags", [])

@@ -548,7 +548,7 @@ POPQA_PDF = SAMPLES / "acl2023_2023.acl-long.478_PopQA-WhenNotToTrustLMs.pdf"
 
 
 def test_a_first_keyword_hit_is_not_pushed_out_by_middling_dense_agreement(corpus_settings, ids, monkeypatch):
-    """Within one paper the MiniLM lists weigh half of the BM25 lists (DENSE_LIST_WEIGHT): the chunk
+    """Within one paper the MiniLM lists weigh half of the BM25 lists (``dense_list_weight``): the chunk
     that holds the answer sentence is BM25's first hit for the question, and with equal weights the
     chunks both lists rank 2nd-6th took all four places."""
     from neusym.encode import BM25_COLLECTION
@@ -560,14 +560,16 @@ def test_a_first_keyword_hit_is_not_pushed_out_by_middling_dense_agreement(corpu
          "prompts for the GPT-neo and OPT models, and how many for GPT-3?")
     paper = [(ids["When Not to Trust Language Models"], "When Not to Trust Language Models")]
 
+    from neusym.query.agent.config import SHIPPED, FocusedConfig, using
+
     def context(weight: float) -> tuple[list, str]:
-        monkeypatch.setattr(auto, "DENSE_LIST_WEIGHT", weight)
         trace: list = []
-        with Environment(corpus_settings) as env:
+        with Environment(corpus_settings) as env, using(FocusedConfig(dense_list_weight=weight)):
             _, text = auto.focused_context(q, paper, {"modality": []}, env, trace=trace)
         return trace, " ".join(text.split())
 
-    trace, shipped = context(auto.DENSE_LIST_WEIGHT)
+    assert SHIPPED.dense_list_weight == 0.5
+    trace, shipped = context(SHIPPED.dense_list_weight)
     bm25_chunks = next(t for t in trace if t["collection"] == BM25_COLLECTION and t["view"] == "chunks.text_content")
     assert "15-shot" in bm25_chunks["hits"][0]["text"]
     assert "15-shot prompting" in shipped
@@ -779,8 +781,10 @@ def test_several_papers_read_each_papers_front_matter(corpus_settings, ids, monk
     with Environment(corpus_settings) as env:
         cells, text = auto.focused_context(q, papers, {"modality": []}, env)
         one, _ = auto.focused_context(q, papers[:1], {"modality": []}, env)
-        monkeypatch.setattr(auto, "FRONT_MATTER", False)
-        without, text_without = auto.focused_context(q, papers, {"modality": []}, env)
+        from neusym.query.agent.config import FocusedConfig, using
+
+        with using(FocusedConfig(front_matter=False)):
+            without, text_without = auto.focused_context(q, papers, {"modality": []}, env)
     front = [c for c in cells if c["table_name"] == "pages"]
     assert [(c["paper_id"], c["page_number"]) for c in front] == [(p, 1) for p, _ in papers]
     flat = " ".join(text.split())

@@ -31,11 +31,12 @@ def sql_settings(corpus_settings):
 
 
 @pytest.fixture
-def cells_form(monkeypatch):
-    """The table shown as one row per data cell (RELATION_FORM "cells"), the form before "wide"."""
-    from neusym.query.agent import tablesql
+def cells_form():
+    """The table shown as one row per data cell (``FocusedConfig.table_form`` "cells"), the form before "wide"."""
+    from neusym.query.agent.config import FocusedConfig, using
 
-    monkeypatch.setattr(tablesql, "RELATION_FORM", "cells")
+    with using(FocusedConfig(table_form="cells")):
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -238,7 +239,7 @@ def test_a_question_naming_rows_and_columns_gets_the_table_as_evidence_but_no_qu
 
 
 def test_the_wide_form_has_one_column_per_header_path_and_runs_bound_to_that_table(corpus_settings, graph):
-    """RELATION_FORM "wide": the same table as t(row_no, row_name, Precision, Recall, F1) — the
+    """``table_form`` "wide": the same table as t(row_no, row_name, Precision, Recall, F1) — the
     row-label column is row_name, not a column of its own — with its rows listed in the prompt."""
     from neusym.query.agent.tablesql import bound_wide_sql, link_wide_names, wide_columns, wide_prompt
 

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from neusym.query.agent.config import FocusedConfig
 from neusym.query.agent.actions import Environment
 from neusym.llm.chat import LLM, OpenAICompatibleLLM, make_llm
 from neusym.query.agent.methods import Method, MethodError, get_method
@@ -350,9 +351,11 @@ def answer_item(
     llm: LLM,
     env: Environment,
     resolver: PaperResolver,
+    focused: FocusedConfig | None = None,
 ) -> dict:
     """Answer one question and return its output line (never raises for the item's own problems:
-    unknown paper ids, LLM failures and unexpected exceptions become ``error``)."""
+    unknown paper ids, LLM failures and unexpected exceptions become ``error``). ``focused``: the
+    focused route's configuration (default the shipped one)."""
     started = time.monotonic()
     record = empty_record(question, method)
     try:
@@ -367,6 +370,7 @@ def answer_item(
             env=env,
             method=method,
             conferences=question.conference or None,
+            focused=focused,
         )
         data = result.to_dict()
         for key in ("answer", "trajectory", "turns", "prompt_tokens", "completion_tokens", "cached_tokens", "stop_reason",
@@ -398,6 +402,7 @@ def run_eval(
     env: Environment | None = None,
     on_start: Callable[[int], None] | None = None,
     on_item: Callable[[dict], None] | None = None,
+    focused: FocusedConfig | None = None,
 ) -> RunReport:
     """Answer the questions of ``questions_path`` with ``method`` and append one line each to ``out_path``.
 
@@ -406,7 +411,9 @@ def run_eval(
     :class:`OpenAICompatibleLLM`); ``retry_errors``: also re-run uuids whose last line has an error;
     ``llm`` / ``env``: defaults :func:`make_llm(settings)` / an :class:`Environment` over
     ``settings`` (closed on return); ``on_start(n)`` is called with the number of questions to
-    answer, ``on_item(record)`` after each line is written.
+    answer, ``on_item(record)`` after each line is written; ``focused``: the focused route's
+    configuration (:class:`neusym.query.agent.config.FocusedConfig`; default the shipped one), for
+    measuring a variant of it.
 
     Raises :class:`QuestionFileError` / :class:`PredictionFileError` for unusable files (before any
     question runs), :class:`MethodError` for an unknown method or a method whose store is missing,
@@ -453,7 +460,8 @@ def run_eval(
                 handle.write("\n")  # after a cut-off last line, start on a fresh line
 
             def work(question: EvalQuestion) -> None:
-                record = answer_item(question, method=method, settings=settings, llm=llm, env=env, resolver=resolver)
+                record = answer_item(question, method=method, settings=settings, llm=llm, env=env, resolver=resolver,
+                                     focused=focused)
                 line = json.dumps(record, ensure_ascii=False, default=str)
                 with write_lock:
                     handle.write(line + "\n")

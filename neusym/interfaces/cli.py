@@ -772,6 +772,8 @@ def eval_run_cmd(
                                     "endpoints; the offline model serializes its calls)."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K questions of the file."),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="Re-run questions whose line has an error."),
+    focused: Optional[str] = typer.Option(None, "--focused", help="A variant of the focused route's configuration "
+                                          "as JSON, e.g. '{\"evidence_items\": 6}' (neusym.query.agent.config)."),
 ) -> None:
     """Answer every question with one method, one JSON line per question (resumable)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -787,6 +789,7 @@ def eval_run_cmd(
     except NeusymError as exc:
         _error(exc)
         raise typer.Exit(2)
+    config = _focused_config(focused)
     from neusym.store.versions import NoCorpusVersion, current_version
 
     try:
@@ -814,7 +817,8 @@ def eval_run_cmd(
     try:
         with progress:
             report = run_eval(questions, out, settings=settings, method=chosen, llm=llm, concurrency=concurrency,
-                              limit=limit, retry_errors=retry_errors, on_start=on_start, on_item=on_item)
+                              limit=limit, retry_errors=retry_errors, on_start=on_start, on_item=on_item,
+                              focused=config)
     except NeusymError as exc:
         _error(exc)
         raise typer.Exit(2)
@@ -823,6 +827,23 @@ def eval_run_cmd(
         raise typer.Exit(2)
     err.print(f"{report.selected} questions: {report.skipped} already in {out}, {report.answered} answered, "
               f"{report.errors} errors, {report.seconds:.1f} s", soft_wrap=True, markup=False, highlight=False)
+
+
+def _focused_config(text: str | None):
+    """``--focused JSON`` as a :class:`neusym.query.agent.config.FocusedConfig` (None when not given);
+    exits 2 with the field and the reason for bad JSON, an unknown field or a value out of range."""
+    if text is None:
+        return None
+    from pydantic import ValidationError
+
+    from neusym.query.agent.config import FocusedConfig
+
+    try:
+        return FocusedConfig.model_validate_json(text)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+        _error(f"--focused: {problems}")
+        raise typer.Exit(2)
 
 
 @eval_app.command("score")
@@ -1046,7 +1067,7 @@ def serve(
 @app.command()
 def mcp() -> None:
     """Serve the corpus to an LLM client (Claude Desktop, Cursor, ...) as an MCP server over stdio:
-    the five NeuSym-RAG actions, paper search, paper outlines and ask (README, "Use from an LLM client")."""
+    the five NeuSym-RAG actions, paper search, paper outlines and ask (docs/mcp.md)."""
     from neusym.interfaces.service.mcp import run_stdio
 
     run_stdio(_settings())

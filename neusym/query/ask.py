@@ -17,6 +17,7 @@ from neusym.telemetry import measure
 from neusym.query.agent.actions import Environment
 from neusym.query.agent.cues import families_off
 from neusym.query.agent.router import answer_auto
+from neusym.query.agent.config import FocusedConfig, using
 from neusym.query.agent.methods import Method, get_method
 from neusym.query.agent.react import run_loop
 from neusym.query.agent.results import AgentResult, Step
@@ -36,6 +37,7 @@ def ask(
     on_step: Callable[[Step], None] | None = None,
     cancel: threading.Event | None = None,
     conferences: list[str] | None = None,
+    focused: FocusedConfig | None = None,
 ) -> AgentResult:
     """Answer ``question`` over the corpus of ``settings``; returns an :class:`AgentResult` (answer,
     trajectory, tokens, seconds, ``timings`` (seconds per phase: :mod:`neusym.telemetry`) and, for the
@@ -49,7 +51,9 @@ def ask(
     closed on return; ``on_step``: called with each :class:`Step` as soon as it is complete;
     ``cancel``: when it is set, the LLM call in flight stops (:class:`neusym.llm.chat.CancellableLLM`),
     a running SQL query is killed and :class:`neusym.llm.chat.RunCancelled` is raised;
-    ``conferences``: AirQA ``conference`` scope (``["acl2023"]``) for the router's paper search.
+    ``conferences``: AirQA ``conference`` scope (``["acl2023"]``) for the router's paper search;
+    ``focused``: the focused route's configuration
+    (:class:`neusym.query.agent.config.FocusedConfig`; default the shipped one).
 
     The cue families of ``settings.cues_off`` (``NEUSYM_CUES_OFF``) are turned off while it answers
     (:mod:`neusym.query.agent.cues`).
@@ -60,7 +64,7 @@ def ask(
     :class:`neusym.store.versions.NoCorpusVersion` when nothing is published.
     """
     chosen = get_method(method)
-    with families_off(settings.cues_off):
+    with families_off(settings.cues_off), using(focused):
         return _ask(question, settings=settings, chosen=chosen, paper_ids=paper_ids, answer_format=answer_format,
                     llm=llm, env=env, version=version, on_step=on_step, cancel=cancel, conferences=conferences)
 

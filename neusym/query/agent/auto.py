@@ -41,6 +41,7 @@ from neusym.errors import NeusymError
 from neusym.ingest.parse.cells import html_rows
 from neusym.query.agent.authorblock import ABSTRACT_HEADING, PUBLICATION_LINE
 from neusym.query.agent.citations import citations_for, word_tokens
+from neusym.query.agent.config import current
 from neusym.query.agent.results import Step
 from neusym.query.agent.symbolic import parse_intent, render_answer
 from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
@@ -134,42 +135,19 @@ FOCUS_VIEWS = [  # (table, column, collections, modality)
     ("images", "image_ocr_text", (BM25_COLLECTION,), "figure"),
     ("equations", "equation_content", (BM25_COLLECTION,), "formula"),
 ]
-RRF_K = 60
-#: Hits of each retrieval list of :data:`FOCUS_VIEWS` that the fusion ranks.
-LIST_HITS = 6
-#: Weight of the dense (MiniLM) lists against the BM25 lists of the same view: within one paper,
-#: the gold sentence is in a BM25 list far more often than in a MiniLM one, and equal weights let a
-#: cell both lists ranked middling push out a BM25 first hit (benchmarks/results/evidence_fusion.json).
-DENSE_LIST_WEIGHT = 0.5
-OFF_MODALITY_WEIGHT = 0.35
-#: Cells the fusion keeps for a question about one paper (read when the search runs, so a benchmark
-#: can set it: benchmarks/reader.py part ``k6``).
-EVIDENCE_ITEMS = 4
-#: A text excerpt is cut to this many characters around the sentences the question asks about
-#: (:func:`focus_text`): long enough to show nearly every chunk whole (a shorter cut left the gold
-#: sentence out: benchmarks/results/evidence_chars.json). Read when the prompt is built.
-EVIDENCE_CHARS = 900
-#: A table or figure (caption and rows / OCR text) may take more room than a text chunk: cut there.
-ELEMENT_EVIDENCE_CHARS = 2000
-#: A question about several papers reads this many cells of each of its first MAX_FOCUSED_PAPERS papers.
-EVIDENCE_PER_PAPER = 3
-MAX_FOCUSED_PAPERS = 3
-#: A question about several papers also reads each paper's front matter (read when the search runs,
-#: so a benchmark can turn it off).
-FRONT_MATTER = True
-#: Page 1 up to the abstract heading is cut to this many characters (a long author list and its
-#: affiliations fit).
-FRONT_MATTER_CHARS = 1000
+#: The tunable parts of focused reading (hits per list, fusion weights, excerpts kept and their length,
+#: front matter, tables from text, the table query's gate) are one typed configuration,
+#: :class:`neusym.query.agent.config.FocusedConfig`, read with :func:`~neusym.query.agent.config.current`.
 
 
 def front_matter(page_text: str) -> str:
     """The front matter of a paper's page 1 text: everything before the abstract heading (title,
-    authors with their marks, affiliations, e-mails; at most :data:`FRONT_MATTER_CHARS` characters)
+    authors with their marks, affiliations, e-mails; at most ``config.front_matter_chars`` characters)
     and, after it, the lines that name the proceedings or a copyright (one line each, at most 300
     characters, in page order). Empty when ``page_text`` is empty."""
     text = page_text or ""
     parts = ABSTRACT_HEADING.split(text, maxsplit=1)
-    head = parts[0].strip()[:FRONT_MATTER_CHARS]
+    head = parts[0].strip()[:current().front_matter_chars]
     rest = parts[1] if len(parts) > 1 else ""
     lines = [" ".join(line.split()) for line in rest.splitlines()]
     notes = list(dict.fromkeys(line for line in lines if line and len(line) <= 300 and PUBLICATION_LINE.search(line)))
@@ -195,77 +173,66 @@ def front_matter_cells(papers: list[tuple[str, str]], env: Any) -> list[dict]:
 
 def focused_evidence(question: str, papers: list[tuple[str, str]], env: Any, *, modality: list[str],
                      k: int | None = None, ensure_table: bool = False, trace: list | None = None) -> list[dict]:
-    """The ``k`` (default :data:`EVIDENCE_ITEMS`) best cells of the papers for the question: every
-    (view, collection) list of :data:`FOCUS_VIEWS` (6 hits each, filtered to the papers), fused by weighted reciprocal rank
-    (w / (60 + rank)): text lists w = 1, table / figure / formula lists w = 1 when the question
-    names that modality, else :data:`OFF_MODALITY_WEIGHT` (a paper's few figure captions would
-    otherwise top every question); a MiniLM list has :data:`DENSE_LIST_WEIGHT` times the weight of
+    """The ``k`` (default ``config.evidence_items``) best cells of the papers for the question: every
+    (view, collection) list of :data:`FOCUS_VIEWS` (``config.list_hits`` each, filtered to the papers), fused by weighted reciprocal
+    rank (w / (``config.rrf_k`` + rank)): text lists w = 1, table / figure / formula lists w = 1 when the question
+    names that modality, else ``config.off_modality_weight`` (a paper's few figure captions would
+    otherwise top every question); a MiniLM list has ``config.dense_list_weight`` times the weight of
     the BM25 list of its view.
 
     A text chunk among the ``k`` that is a table's body read as running text gives its place to the
-    stored table (:func:`_tables_the_chunks_read`, :data:`TABLE_FROM_TEXT`).
+    stored table (:func:`_tables_the_chunks_read`, ``config.table_from_text``).
 
     Several papers (a question comparing or joining them): each paper is searched on its own and
-    gets :data:`EVIDENCE_PER_PAPER` cells (the first :data:`MAX_FOCUSED_PAPERS` papers), in the order
+    gets ``config.evidence_per_paper`` cells (the first ``config.max_focused_papers`` papers), in the order
     the papers are given, so one well-matching paper cannot take every excerpt; after them comes each
-    paper's front matter (:func:`front_matter_cells`, :data:`FRONT_MATTER`): what papers are joined on
+    paper's front matter (:func:`front_matter_cells`, ``config.front_matter``): what papers are joined on
     — their authors, affiliations, proceedings — is printed there, where no query of the text finds it.
 
     ``ensure_table`` (the question may ask for a table operation): when no table is among the ``k``,
-    one table is added as one more cell — of the :data:`TABLE_CANDIDATES` best-ranked tables, the one
+    one table is added as one more cell — of the ``config.table_candidates`` best-ranked tables, the one
     whose numbers a text excerpt quotes, else the best-ranked —, so the operation has a table to work on without
     displacing the text excerpts (raising the table weight instead lost as many text and formula
     answers on the dev set as it gained tables). ``trace``: see :func:`focused_context`."""
+    cfg = current()
     if len(papers) > 1:
         out: list[dict] = []
-        for paper in papers[:MAX_FOCUSED_PAPERS]:
-            out.extend(focused_evidence(question, [paper], env, modality=modality, k=EVIDENCE_PER_PAPER,
+        for paper in papers[:cfg.max_focused_papers]:
+            out.extend(focused_evidence(question, [paper], env, modality=modality, k=cfg.evidence_per_paper,
                                         ensure_table=ensure_table, trace=trace))
-        if FRONT_MATTER:
-            out.extend(front_matter_cells(papers[:MAX_FOCUSED_PAPERS], env))
+        if cfg.front_matter:
+            out.extend(front_matter_cells(papers[:cfg.max_focused_papers], env))
         return out
-    k = EVIDENCE_ITEMS if k is None else k
+    k = cfg.evidence_items if k is None else k
     ids = ", ".join(f"'{pid}'" for pid, _ in papers)
     flt = f"paper_id in [{ids}]"
     fused: dict[tuple[str, str], float] = {}
     cells: dict[tuple[str, str], dict] = {}
     for table, column, collections, kind in FOCUS_VIEWS:
-        view_weight = 1.0 if kind == "text" or kind in modality else OFF_MODALITY_WEIGHT
+        view_weight = 1.0 if kind == "text" or kind in modality else cfg.off_modality_weight
         for collection in collections:
-            weight = view_weight * (DENSE_LIST_WEIGHT if collection == DENSE_COLLECTION else 1.0)
+            weight = view_weight * (cfg.dense_list_weight if collection == DENSE_COLLECTION else 1.0)
             try:
-                hits = env.search(question, collection, table, column, flt, LIST_HITS)
+                hits = env.search(question, collection, table, column, flt, cfg.list_hits)
             except NeusymError:
                 continue
             if trace is not None:
                 trace.append({"view": f"{table}.{column}", "collection": collection, "hits": hits})
             for rank, hit in enumerate(hits):
                 key = (hit["table_name"], str(hit["primary_key"]))
-                fused[key] = fused.get(key, 0.0) + weight / (RRF_K + rank + 1)
+                fused[key] = fused.get(key, 0.0) + weight / (cfg.rrf_k + rank + 1)
                 cells.setdefault(key, hit)
     order = sorted(fused, key=lambda key: -fused[key])
     ranked = order[:k]
-    if TABLE_FROM_TEXT:
+    if cfg.table_from_text:
         ranked = _tables_the_chunks_read(ranked, cells, papers, env)
     if ensure_table and not any(table == "tables" for table, _ in ranked):
-        candidates = [key for key in order[k:] if key[0] == "tables"][:TABLE_CANDIDATES]
+        candidates = [key for key in order[k:] if key[0] == "tables"][:cfg.table_candidates]
         ranked += [_table_the_excerpts_quote(candidates, [cells[key] for key in ranked], env)] if candidates else []
     return [dict(cells[key], rrf=round(fused.get(key, 0.0), 5)) for key in ranked]
 
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])")
-#: A text excerpt that reads a stored table's body (the page's text layer read the table as running
-#: text) gives its place in the evidence to that table, so the table is read as a table — by the
-#: table operations, the SQL path and the reader (benchmarks/results/table_from_text.json).
-TABLE_FROM_TEXT = True
-#: A chunk reads a table when at least this share of its tokens are numbers: a table body flattened
-#: by the text layer is dense with them, a paragraph that quotes a few results is not.
-TABLE_TEXT_DENSITY = 0.1
-#: ... and it reads a given table when at least this share of the decimals of the smaller of the two
-#: (chunk or table) are common to both: a chunk cut from a larger table holds few of the table's
-#: numbers but nearly all of its own are the table's; a table that repeats a few results of
-#: another (the same model's row) shares a small part of either.
-TABLE_TEXT_SHARE = 0.3
 _CHUNK_TOKEN = re.compile(r"[^\W\d_]+|\d+(?:\.\d+)?")
 
 
@@ -278,8 +245,8 @@ def _tables_the_chunks_read(ranked: list[tuple[str, str]], cells: dict, papers: 
                             env: Any) -> list[tuple[str, str]]:
     """``ranked`` (cell keys in rank order) with each text chunk that reads a stored table of
     ``papers`` replaced by that table at its rank. A chunk reads a table when at least
-    :data:`TABLE_TEXT_DENSITY` of its words and numbers are numbers and at least 3 distinct
-    decimals — and :data:`TABLE_TEXT_SHARE` of the decimals of the smaller of chunk and table — are
+    ``config.table_text_density`` of its words and numbers are numbers and at least 3 distinct
+    decimals — and ``config.table_text_share`` of the decimals of the smaller of chunk and table — are
     common to both; of the tables it reads that are not ranked yet, the one sharing the most wins
     (ties: page order); a chunk whose tables are all ranked stays. The table's cell
     (``table_content``, its page) joins ``cells``."""
@@ -296,12 +263,12 @@ def _tables_the_chunks_read(ranked: list[tuple[str, str]], cells: dict, papers: 
         text = str(cells[key].get("text") or "")
         numbers = _NUMBER.findall(text)
         quoted = {n for n in numbers if "." in n}
-        if len(quoted) < 3 or len(numbers) < TABLE_TEXT_DENSITY * len(_CHUNK_TOKEN.findall(text)):
+        if len(quoted) < 3 or len(numbers) < current().table_text_density * len(_CHUNK_TOKEN.findall(text)):
             continue
         best, best_shared = None, 2
         for tid, paper_id, page, content in stored:
             shared = len(quoted & decimals[tid])
-            reads = shared >= TABLE_TEXT_SHARE * min(len(quoted), len(decimals[tid]))
+            reads = shared >= current().table_text_share * min(len(quoted), len(decimals[tid]))
             if reads and shared > best_shared and ("tables", tid) not in out:
                 best, best_shared = (tid, paper_id, page, content), shared
         if best is None:
@@ -315,8 +282,6 @@ def _tables_the_chunks_read(ranked: list[tuple[str, str]], cells: dict, papers: 
     return out
 
 
-#: How many of the best-ranked tables the table slot chooses among.
-TABLE_CANDIDATES = 3
 
 
 def _table_the_excerpts_quote(candidates: list[tuple[str, str]], excerpts: list[dict], env: Any) -> tuple[str, str]:
@@ -448,9 +413,10 @@ def _evidence_block(cells: list[dict], env: Any, question: str = "",
             where += f", {c['table_name']}.{c['column_name']}"
         if c.get("context"):  # a table or figure: keep its rows on their lines
             text = "\n".join(" ".join(line.split()) for line in c["context"].splitlines() if line.strip())
-            limit = ELEMENT_EVIDENCE_CHARS
+            limit = current().element_evidence_chars
         else:
-            text, limit = focus_text(c.get("text") or "", question, EVIDENCE_CHARS), EVIDENCE_CHARS + 8
+            chars = current().evidence_chars
+            text, limit = focus_text(c.get("text") or "", question, chars), chars + 8
         if len(text) > limit:
             text = text[:limit] + " ..."
         out.append(f"[{i}] ({where}) {text}")
@@ -618,7 +584,7 @@ def answer_paper_search(question: str, conferences: list[str] | None, env: Any, 
 def tables_the_question_names(question: str, papers: list[tuple[str, str]], env: Any) -> list[str]:
     """The stored tables of ``papers`` whose structure the question names: ids (``tables.table_id``,
     as strings) of the tables whose rows and columns each share a content word with the question,
-    :data:`NAMED_TABLE_WORDS` distinct shared words at least (``table_cells``). The rows are named
+    ``config.named_table_words`` distinct shared words at least (``table_cells``). The rows are named
     by a row header or by the header of the first column, which says what the rows are ("the
     co-citation F1 of SciBERT": row "SciBERT", header "Co-Cite / F1"; "which field has the lowest
     F1": first column "Field", header "F1"); the columns by a column header path. Best first (most
@@ -640,7 +606,7 @@ def tables_the_question_names(question: str, papers: list[tuple[str, str]], env:
     named = []
     for table_id, row_headers, header_paths, page in rows:
         in_rows, in_headers = terms & _label_terms(row_headers or ""), terms & _label_terms(header_paths or "")
-        if in_rows and in_headers and len(in_rows | in_headers) >= NAMED_TABLE_WORDS:
+        if in_rows and in_headers and len(in_rows | in_headers) >= current().named_table_words:
             named.append((-len(in_rows | in_headers), page or 0, table_id))
     return [table_id for *_, table_id in sorted(named)]
 
@@ -652,9 +618,6 @@ def _label_terms(text: str) -> set[str]:
                                                                                and any(ch.isdigit() for ch in t)))}
 
 
-#: How many distinct words a question must share with a table's row headers and column header
-#: paths together (at least one with each) to name that table (:func:`tables_the_question_names`).
-NAMED_TABLE_WORDS = 2
 
 
 def focused_context(question: str, papers: list[tuple[str, str]], route_features: dict, env: Any,
@@ -751,7 +714,7 @@ def _table_sql(question: str, answer_format: str | None, cells: list[dict], rout
     if not tables or worked_computation(question):  # it gives the numbers to compute with: nothing to look up
         return cells, None
     strong = cells[0].get("table_name") == "tables" or "table" in route_features.get("modality", [])
-    if TABLE_QUERY_GATE == "top" and not strong:
+    if current().table_query_gate == "top" and not strong:
         return cells, None
     source = tables[0]
     rel = load_relation(env, str(source["primary_key"]))
@@ -769,17 +732,10 @@ def _table_sql(question: str, answer_format: str | None, cells: list[dict], rout
     agreed = verify_sql(res, rel, env)
     computed = dict(source)
     computed["context"] = f"Computed by SQL over {caption}: {res.text()}"
-    shaped = shaped_result(res, answer_format) if strong or TABLE_QUERY_GATE == "any" else None
+    shaped = shaped_result(res, answer_format) if strong or current().table_query_gate == "any" else None
     return [computed] + cells, (res, agreed, shaped)
 
 
-#: When the focused route queries a table among its evidence: ``"top"`` (the default), when the
-#: best-ranked excerpt is a table or the question names tables (router modality); ``"any"``, whenever a
-#: table is among the evidence; ``"anysoft"``, as ``"any"`` but a query only ``"any"`` opens gives the
-#: answer call evidence, never the answer itself. The other two were measured and not adopted: they win
-#: table questions of the tuning set and lose text questions on test and blind
-#: (``benchmarks/results/table_query_gate.json``). Read at call time.
-TABLE_QUERY_GATE = "top"
 
 
 def _sql_check(sql_result: tuple) -> Check:

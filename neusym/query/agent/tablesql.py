@@ -4,7 +4,7 @@ A 1.5B coder model reads a long table badly (it answers with the neighbouring ro
 footnote mark) but writes a short SQL query reliably. So when the focused route's evidence holds a
 table, the model is shown that table as a relation built from ``table_cells``
 (:mod:`neusym.ingest.parse.cells`) and writes one ``SELECT`` over it. The relation has two forms
-(:data:`RELATION_FORM`, read at call time):
+(``FocusedConfig.table_form``, :mod:`neusym.query.agent.config`):
 
 - ``"wide"`` (the default): one row per table row, one column per header path, the form of
   text-to-SQL benchmarks a coder model has seen most::
@@ -42,6 +42,7 @@ from functools import cached_property
 from typing import Any
 
 from neusym.errors import NeusymError
+from neusym.query.agent.config import current
 from neusym.query.agent.cues import WITHOUT_YEAR
 
 #: Header paths / row headers listed in the prompt at most (a larger table is listed in part, its size said).
@@ -50,12 +51,6 @@ MAX_LISTED = 40
 MAX_RESULT_ROWS = 12
 #: Example cells shown to the model.
 EXAMPLE_CELLS = 6
-#: How a table is shown to the model and queried: ``"cells"``, one row per data cell (``cells(row_no,
-#: row_name, column_name, text, value)``), or ``"wide"``, one row per table row and one column per
-#: header path (``t(row_no, row_name, Citation_prediction_Cite_MAP, ...)``, each column named by
-#: :func:`column_identifier`; the form of text-to-SQL benchmarks), its rows listed in the prompt. A
-#: table whose every column is a row label is shown in the ``"cells"`` form. Read at call time.
-RELATION_FORM = "wide"
 #: Rows of a wide table listed in the prompt at most.
 MAX_WIDE_ROWS = 30
 
@@ -237,7 +232,7 @@ def _ident(name: str) -> str:
 
 
 def wide_prompt(question: str, answer_format: str | None, rel: TableRelation, note: str = "") -> str:
-    """The prompt that asks for one query over the table in wide form (:data:`RELATION_FORM`
+    """The prompt that asks for one query over the table in wide form (``FocusedConfig.table_form``
     ``"wide"``): a ``CREATE TABLE t`` with one column per header path (:func:`wide_columns`, the
     path as a comment beside an identifier that differs from it), then its rows (at most
     :data:`MAX_WIDE_ROWS`) as SQL tuples, the question and the answer format."""
@@ -476,7 +471,7 @@ def query_table(question: str, answer_format: str | None, rel: TableRelation, en
     DuckDB's message (or "no rows") when it fails. Never raises for a bad query: the result's
     ``error`` says what went wrong. Raises :class:`NeusymError` subclasses of the LLM (cancelled,
     unavailable) as they come."""
-    wide = RELATION_FORM == "wide" and bool(rel.wide)
+    wide = current().table_form == "wide" and bool(rel.wide)
     prompt = wide_prompt if wide else relation_prompt
     note = ""
     result = SqlResult("", [], [])
