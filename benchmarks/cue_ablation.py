@@ -10,7 +10,7 @@ For each family, the questions it can act on are those where one of its gate cue
 the cue reads (:data:`GATES`; by default every cue of the family) — a family cannot change an answer
 on the other questions. Those questions are answered twice with method ``auto`` and the offline
 model: as shipped (one baseline run per question, shared by the families) and with the family
-turned off (``NEUSYM_CUES_OFF``), then scored with ``neusym eval score``. The result per family and
+turned off (``neusym eval run --cues-off``), then scored with ``neusym eval score``. The result per family and
 set: questions touched, right as shipped, right without the family, and the difference. A family
 whose difference is positive only on dev helps only the items it was written for. Dev is where
 rules were written; test and blind are only reported here.
@@ -45,10 +45,9 @@ def run(questions: list[dict], home: Path, work: Path, name: str, cues_off: list
     """Answer ``questions`` (resuming an earlier run of the same name) and score them: uuid -> score."""
     qfile, pred, score = work / f"{name}.questions.jsonl", work / f"{name}.pred.jsonl", work / f"{name}.score.json"
     qfile.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in questions))
-    env = dict(os.environ, NEUSYM_HOME=str(home), HF_HUB_OFFLINE="1", NEUSYM_AGENT_MAX_TURNS="10",
-               NEUSYM_CUES_OFF=json.dumps(cues_off))
-    subprocess.run([NEUSYM, "eval", "run", str(qfile), "--method", "auto", "--out", str(pred)], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+    env = dict(os.environ, NEUSYM_HOME=str(home), HF_HUB_OFFLINE="1", NEUSYM_AGENT_MAX_TURNS="10")
+    subprocess.run([NEUSYM, "eval", "run", str(qfile), "--method", "auto", "--out", str(pred),
+                    "--cues-off", json.dumps(cues_off)], env=env, check=True, stdout=subprocess.DEVNULL)
     done = subprocess.run([NEUSYM, "eval", "score", str(qfile), str(pred), "--json"], env=env, check=True,
                           capture_output=True, text=True)
     score.write_text(done.stdout)

@@ -1,9 +1,9 @@
 """Table questions: the SQL path (the model writes one query over the table's cells), on the table
 items of a question set, with the offline model. The operation menu it was compared with is gone
 (its results at 35eecbd stay in ``results/table_answer_*.json`` under mode ``operations``; the
-setting now refuses that mode).
+setting that chose it is gone).
 
-For each ``NEUSYM_TABLE_ANSWER`` mode it runs ``neusym eval run --method auto`` on the objective items
+For each mode (now only ``sql``, kept as the results' key) it runs ``neusym eval run --method auto`` on the objective items
 tagged ``table`` (of the dev or test split of ``splits.json`` when the set has one) and scores them
 with ``neusym eval score``; the summary holds, per mode, the accuracy, the items right, the median
 and p95 seconds, the mean LLM calls, how many answers came straight from a query's rows and how many
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = {"questions": str(args.questions), "split": args.split, "items": len(items), "modes": {}}
     for mode in args.modes:
         preds = args.out_dir / f"{mode}.pred.jsonl"
-        env = {**os.environ, "NEUSYM_TABLE_ANSWER": mode}
+        env = dict(os.environ)
         subprocess.run([*cli, "eval", "run", str(subset), "--method", "auto", "--out", str(preds)], env=env, check=True)
         out = subprocess.run([*cli, "eval", "score", str(subset), str(preds), "--json"], env=env, check=True,
                              capture_output=True, text=True).stdout

@@ -52,6 +52,9 @@ DENSE_COLLECTION = "text_sentence_transformers_all_minilm_l6_v2"
 COLLECTION_VECTORS = {BM25_COLLECTION: "bm25", DENSE_COLLECTION: "minilm"}
 """Agent-facing collection name -> named vector of the cell collection."""
 DENSE_DIM = 384
+BM25_K1 = 1.2
+BM25_B = 0.75
+"""BM25 parameters of every sparse vector (cells and the paper index): fixed, so stored vectors agree."""
 ENCODER_REVISION = "4"
 """Bumped when the text -> vector mapping changes for reasons other than the dense backend."""
 MAX_TOKENS = 256
@@ -848,7 +851,7 @@ def encode_cells(rows: dict[str, list[dict]], *, settings: "Settings") -> Encode
     :data:`DERIVED_DENSE` (``pages.page_content`` / ``sections.section_content``: the mean of their
     chunks' vectors; a page or section without chunks gets its own text's vector)."""
     cells = encodable_cells(rows)
-    sparse = [bm25_document_vector(c.text, k1=settings.bm25_k1, b=settings.bm25_b,
+    sparse = [bm25_document_vector(c.text, k1=BM25_K1, b=BM25_B,
                                    avg_len=settings.bm25_avg_doc_tokens) for c in cells]
     abstract = [i for i, c in enumerate(cells) if (c.table_name, c.column_name) == ("metadata", "abstract")]
     own = [i for i, c in enumerate(cells)

@@ -12,8 +12,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, field_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+#: Settings that are gone, and what took their place (a variable still set is refused).
+RETIRED = {
+    "table_answer": "tables are always answered through a query over the table's cells (its one legal value was sql)",
+    "snapshot_keep": "nothing read it; NEUSYM_VERSIONS_KEEP says how many corpus versions are kept",
+    "bm25_k1": "BM25's k1 and b are fixed (neusym.encode.BM25_K1 / BM25_B) so every stored vector agrees",
+    "bm25_b": "BM25's k1 and b are fixed (neusym.encode.BM25_K1 / BM25_B) so every stored vector agrees",
+    "cues_off": "turning cue families off is an evaluation option: neusym eval run --cues-off JSON",
+    "crash_at": "crash tests inject their faults themselves (tests/test_store.py)",
+}
 
 
 class Settings(BaseSettings):
@@ -31,7 +42,6 @@ class Settings(BaseSettings):
         Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "neusym",
         description="Machine-wide cache shared by every NEUSYM_HOME: the ONNX export of all-MiniLM-L6-v2.")
     refresh_cron: str = Field("0 2 * * *", description="Schedule of the corpus_refresh DAG (cron, UTC).")
-    snapshot_keep: int = Field(2, description="Published read-only snapshots kept (current + previous).")
     # -- crawl ---------------------------------------------------------------------------------
     crawl_sources: list[dict] = Field(
         default_factory=list,
@@ -100,8 +110,6 @@ class Settings(BaseSettings):
                                "always use one thread.")
     dense_batch_size: int = Field(0, ge=0, description="Texts per model call when encoding cells and papers; 0 = the "
                                   "backend's own (onnx-int8: 1, torch: 32; neusym.encode.BACKEND_BATCH_SIZE).")
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.75
     bm25_avg_doc_tokens: float = Field(
         128.0, description="BM25 average document length (tokens) used for length normalisation of every cell."
     )
@@ -121,15 +129,6 @@ class Settings(BaseSettings):
     sql_wait_s: float = Field(10.0, ge=0, description="How long a SQL query waits for a free worker before it is "
                               "refused as busy (HTTP 503 with Retry-After).")
     agent_max_turns: int = 20
-    cues_off: list[str] = Field(
-        default_factory=list,
-        description='Families of question-wording rules to turn off (JSON list in NEUSYM_CUES_OFF, e.g. '
-        '["computation", "intent_count"]; the families are listed in neusym/query/agent/cues.py and '
-        'benchmarks/results/cue_hits.json). An unknown family is refused.')
-    table_answer: Literal["sql"] = Field(
-        "sql", description="How the focused route answers from a retrieved table: sql = the model writes one query "
-        "over the table's cells (table_cells) and DuckDB computes it. The earlier operation menu (operations) is gone and "
-        "is refused: benchmarks/results/table_menu_removed.json measures the change.")
     agent_max_seconds: float = Field(600.0, description="Wall-clock limit of one agent run: past 80% of it the next "
                                      "turn must answer, past it the run stops (stop_reason time_limit).")
     observation_max_tokens: int = Field(
@@ -214,6 +213,16 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "WARNING", description="Log lines the command line prints (neusym's and the libraries' it loads); "
         "`--verbose` is INFO. Below INFO the model libraries' loading lines stay quiet.")
+
+    @model_validator(mode="after")
+    def _no_retired_setting(self) -> "Settings":
+        """A retired ``NEUSYM_*`` variable still set is refused, naming what replaced it: ignoring it
+        would let a user believe it still acts (settings fail closed)."""
+        for name, why in RETIRED.items():
+            variable = f"NEUSYM_{name.upper()}"
+            if os.environ.get(variable) is not None:
+                raise ValueError(f"{variable} is no longer a setting: {why}; unset it")
+        return self
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -5,6 +5,7 @@ its words were not there."""
 from __future__ import annotations
 
 import ast
+import os
 from pathlib import Path
 
 import pytest
@@ -60,9 +61,16 @@ def test_a_family_turned_off_never_matches():
             pass
 
 
-def test_the_setting_turns_a_family_off_for_an_answer(corpus_settings, monkeypatch):
-    """NEUSYM_CUES_OFF=["intent_count"]: a count question is no longer read as a count (the router sends
-    it to focused reading); the family is on again once the answer is done."""
+def test_an_evaluation_turns_a_family_off_for_its_answers(corpus_settings, tmp_path, monkeypatch):
+    """``neusym eval run --cues-off '["intent_count"]'``: a count question is no longer read as a count
+    (the router sends it to focused reading); the family is on again once the answer is done, and the
+    retired NEUSYM_CUES_OFF setting is refused rather than ignored."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from neusym.evaluation.runner import run_eval
+    from neusym.interfaces.cli import app
     from neusym.query.agent import router
 
     question = "How many tables does the SPECTER paper have?"
@@ -75,10 +83,25 @@ def test_the_setting_turns_a_family_off_for_an_answer(corpus_settings, monkeypat
         raise RuntimeError("stop after routing")
 
     monkeypatch.setattr(router, "route_question", stop_after_routing)
-    off = corpus_settings.model_copy(update={"cues_off": ["intent_count"]})
-    with pytest.raises(RuntimeError, match="stop after routing"):
-        ask(question, settings=off, llm=NoLLM())
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text(json.dumps({"uuid": "c0000000-0000-4000-8000-000000000001", "question": question,
+                                 "answer_format": "an integer", "tags": ["single"], "anchor_pdf": [],
+                                 "reference_pdf": [], "conference": [],
+                                 "evaluator": {"eval_func": "eval_int_exact_match", "eval_kwargs": {"gold": 3}}}) + "\n")
+    run_eval(qfile, tmp_path / "pred.jsonl", settings=corpus_settings, method="auto", llm=NoLLM(),
+             cues_off=["intent_count"])
     assert routed[0].route == "focused" and routed[0].features["symbolic_intent"] is None
     assert cues.CUES["count"].search(question)
-    with pytest.raises(ValueError, match="unknown cue family"):
-        ask(question, settings=corpus_settings.model_copy(update={"cues_off": ["nope"]}), llm=NoLLM())
+    with pytest.raises(ValueError, match="unknown cue family nope"):
+        run_eval(qfile, tmp_path / "pred2.jsonl", settings=corpus_settings, method="auto", llm=NoLLM(), cues_off=["nope"])
+    assert not (tmp_path / "pred2.jsonl").exists()
+    res = CliRunner().invoke(app, ["eval", "run", str(qfile), "--out", str(tmp_path / "p3.jsonl"), "--cues-off", "nope"])
+    assert res.exit_code == 2 and "--cues-off: expected a JSON list" in res.output
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NEUSYM_CUES_OFF": '["intent_count"]', "NEUSYM_HOME": str(corpus_settings.home)}
+    res = subprocess.run([sys.executable, "-c", "from neusym.interfaces.cli import main; main()", "status"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1 and res.stderr.startswith("error: NEUSYM_CUES_OFF is no longer a setting: ")
+    assert "neusym eval run --cues-off" in res.stderr and "Traceback" not in res.stderr

@@ -28,7 +28,6 @@ from neusym.store.cells import CellSearch
 from neusym.store.db import WriterBusyError, writer, writer_lock
 from neusym.store.vectors import Filter, Match
 from neusym.store.versions import (
-    CRASH_ENV,
     NoCorpusVersion,
     PublishError,
     current_version,
@@ -257,8 +256,54 @@ def test_publish_fails_cleanly_while_a_foreign_process_holds_the_database(staged
 # --------------------------------------------------------------------------------------- crash safety
 CRASH_STEPS = ["copied-database", "cells-batch", "cells-done", "papers-done", "before-rename", "renamed", "switched"]
 
-_PUBLISH = "import sys; from pathlib import Path; from neusym.ingest.publish import publish; " \
-           "from neusym.settings import Settings; publish(Settings(home=Path(sys.argv[1])))"
+#: A publish in a child process that dies (``os._exit``: no cleanup, what a SIGKILL or power loss does)
+#: at the named step: the real functions of that step are wrapped here, so the product carries no
+#: fault injection of its own.
+_PUBLISH = """
+import os, sys
+from pathlib import Path
+from neusym.ingest import publish as pub
+from neusym.store import paper_index, versions
+from neusym.settings import Settings
+
+step = sys.argv[2]
+
+def die_after(owner, name, calls=1):
+    real = getattr(owner, name)
+    seen = [0]
+    def wrapped(*args, **kwargs):
+        out = real(*args, **kwargs)
+        seen[0] += 1
+        if seen[0] == calls:
+            os._exit(86)
+        return out
+    setattr(owner, name, wrapped)
+
+def rename_hook(before):
+    real = versions.os.replace
+    def replace(src, dst, *args, **kwargs):
+        building = Path(src).name.startswith(".building-")
+        if building and before:
+            os._exit(86)
+        real(src, dst, *args, **kwargs)
+        if building:
+            os._exit(86)
+    versions.os.replace = replace
+
+if step == "copied-database":
+    die_after(versions, "copy_database")
+elif step == "cells-batch":
+    die_after(pub._CellSync, "sync_papers")
+elif step == "cells-done":
+    die_after(pub, "_check_cells")
+elif step == "papers-done":
+    die_after(paper_index, "sync_paper_index")
+elif step in ("before-rename", "renamed"):
+    rename_hook(step == "before-rename")
+elif step == "switched":
+    die_after(versions, "_switch_link", calls=2)  # the current link, then the snapshot link
+pub.publish(Settings(home=Path(sys.argv[1])))
+"""
 
 
 @pytest.mark.parametrize("step", CRASH_STEPS)
@@ -266,7 +311,7 @@ def test_a_publish_killed_at_any_step_leaves_a_serving_version_and_reruns_cleanl
     settings = copy_home(staged, tmp_path / "home")
     add_paper(settings, LONGEVAL)
     before = current_version(settings)
-    run = subprocess.run([sys.executable, "-c", _PUBLISH, str(settings.home)], env={**os.environ, CRASH_ENV: step},
+    run = subprocess.run([sys.executable, "-c", _PUBLISH, str(settings.home), step],
                          capture_output=True, text=True, cwd=REPO, timeout=600)
     assert run.returncode == 86, run.stderr[-2000:]  # killed where asked
     served = current_version(settings)

@@ -10,6 +10,8 @@ import time
 import pymupdf
 import pytest
 
+from neusym.settings import Settings
+
 from neusym.query.agent.actions import Environment
 from neusym.query.agent.tablesql import TableRelation, bound_sql, closest_name, link_names, load_relation
 from neusym.query.ask import ask
@@ -130,18 +132,18 @@ def test_a_query_that_fails_is_repaired_once_with_the_database_message(sql_setti
         assert env.query("SELECT count(*) FROM table_cells")[0][0] > 0
 
 
-def test_tables_are_answered_through_sql_by_default_and_the_old_menu_is_refused(corpus_settings, graph):
+def test_tables_are_answered_through_sql_by_default_and_the_old_menu_is_refused(corpus_settings, graph, monkeypatch):
     """No setting needed: the focused route queries the table's cells. The operation menu that was
     the default before is gone; a setting still naming it fails closed instead of being ignored."""
     pid, _ = graph
-    assert corpus_settings.table_answer == "sql"
     llm = ScriptedLLM([{"sql": "SELECT row_name, F1 FROM t ORDER BY F1 LIMIT 1"}])
     result = ask(QUESTION, settings=corpus_settings, llm=llm, method="auto", answer_format=FORMAT, paper_ids=[pid])
     assert "CREATE TABLE t (" in llm.requests[0]["messages"][0]["content"]
     assert result.answer == ["title", 85.5]
     assert [s.action for s in result.trajectory] == ["RetrieveFromVectorstore", "RetrieveFromDatabase"]
-    with pytest.raises(ValueError, match="table_answer"):
-        corpus_settings.model_validate({**corpus_settings.model_dump(), "table_answer": "operations"})
+    monkeypatch.setenv("NEUSYM_TABLE_ANSWER", "operations")
+    with pytest.raises(ValueError, match="NEUSYM_TABLE_ANSWER is no longer a setting"):
+        Settings()
 
 
 def test_a_looked_up_cell_is_the_answer_when_the_query_names_its_row(sql_settings, graph, cells_form):
@@ -155,8 +157,6 @@ def test_a_looked_up_cell_is_the_answer_when_the_query_names_its_row(sql_setting
     assert "CREATE TABLE cells" in llm.requests[0]["messages"][0]["content"]
     assert result.answer == 92.1 and len(llm.requests) == 1
     assert result.verification["checks"][0]["kind"] == "sql" and result.verification["status"] == "pass"
-    with pytest.raises(ValueError):  # the setting fails closed on a mode it does not know
-        sql_settings.model_validate({**sql_settings.model_dump(), "table_answer": "combined"})
 
 
 @pytest.mark.slow

@@ -41,9 +41,10 @@ import uuid as uuidlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from neusym.query.agent.config import FocusedConfig
+from neusym.query.agent.cues import families_off
 from neusym.query.agent.actions import Environment
 from neusym.llm.chat import LLM, OpenAICompatibleLLM, make_llm
 from neusym.query.agent.methods import Method, MethodError, get_method
@@ -352,26 +353,29 @@ def answer_item(
     env: Environment,
     resolver: PaperResolver,
     focused: FocusedConfig | None = None,
+    cues_off: Iterable[str] = (),
 ) -> dict:
     """Answer one question and return its output line (never raises for the item's own problems:
     unknown paper ids, LLM failures and unexpected exceptions become ``error``). ``focused``: the
-    focused route's configuration (default the shipped one)."""
+    focused route's configuration (default the shipped one); ``cues_off``: cue families turned off
+    while it answers (:func:`neusym.query.agent.cues.families_off`, an ablation)."""
     started = time.monotonic()
     record = empty_record(question, method)
     try:
         paper_ids = resolver.resolve(question)
         record["paper_ids"] = paper_ids
-        result = ask(
-            question.question,
-            settings=settings,
-            llm=llm,
-            paper_ids=paper_ids or None,
-            answer_format=question.answer_format,
-            env=env,
-            method=method,
-            conferences=question.conference or None,
-            focused=focused,
-        )
+        with families_off(cues_off):
+            result = ask(
+                question.question,
+                settings=settings,
+                llm=llm,
+                paper_ids=paper_ids or None,
+                answer_format=question.answer_format,
+                env=env,
+                method=method,
+                conferences=question.conference or None,
+                focused=focused,
+            )
         data = result.to_dict()
         for key in ("answer", "trajectory", "turns", "prompt_tokens", "completion_tokens", "cached_tokens", "stop_reason",
                     "timings"):
@@ -403,6 +407,7 @@ def run_eval(
     on_start: Callable[[int], None] | None = None,
     on_item: Callable[[dict], None] | None = None,
     focused: FocusedConfig | None = None,
+    cues_off: Iterable[str] = (),
 ) -> RunReport:
     """Answer the questions of ``questions_path`` with ``method`` and append one line each to ``out_path``.
 
@@ -413,14 +418,18 @@ def run_eval(
     ``settings`` (closed on return); ``on_start(n)`` is called with the number of questions to
     answer, ``on_item(record)`` after each line is written; ``focused``: the focused route's
     configuration (:class:`neusym.query.agent.config.FocusedConfig`; default the shipped one), for
-    measuring a variant of it.
+    measuring a variant of it; ``cues_off``: cue families (:mod:`neusym.query.agent.cues`) turned off
+    for every answer, to measure what a family is worth.
 
     Raises :class:`QuestionFileError` / :class:`PredictionFileError` for unusable files (before any
     question runs), :class:`MethodError` for an unknown method or a method whose store is missing,
-    and ``ValueError`` for ``concurrency < 1`` or ``limit < 0``.
+    and ``ValueError`` for ``concurrency < 1``, ``limit < 0`` or an unknown cue family.
     """
     started = time.monotonic()
     method = get_method(method)
+    cues_off = tuple(cues_off)
+    with families_off(cues_off):  # an unknown family is refused before any question runs
+        pass
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if limit is not None and limit < 0:
@@ -461,7 +470,7 @@ def run_eval(
 
             def work(question: EvalQuestion) -> None:
                 record = answer_item(question, method=method, settings=settings, llm=llm, env=env, resolver=resolver,
-                                     focused=focused)
+                                     focused=focused, cues_off=cues_off)
                 line = json.dumps(record, ensure_ascii=False, default=str)
                 with write_lock:
                     handle.write(line + "\n")

@@ -38,6 +38,8 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
 from neusym.encode import (
+    BM25_B,
+    BM25_K1,
     DERIVED_DENSE,
     ENCODABLE_COLUMNS,
     PRIMARY_KEYS,
@@ -56,7 +58,7 @@ from neusym.store.cells import CELL_SCHEMA
 from neusym.store.db import connect_plain_readonly, writer
 from neusym.store.views import create_views
 from neusym.store.vectors import Filter, Match, Point, VectorBackend
-from neusym.store.versions import PublishError, VersionBuilder, VersionInfo, crash_point
+from neusym.store.versions import PublishError, VersionBuilder, VersionInfo
 
 PAPER_BATCH = 64
 MANIFEST_ADDED = 200
@@ -240,7 +242,7 @@ class _CellSync:
                 continue
             if derived:
                 derived_ids.append(pid)
-            sparse[pid] = bm25_document_vector(cell["text"], k1=settings.bm25_k1, b=settings.bm25_b,
+            sparse[pid] = bm25_document_vector(cell["text"], k1=BM25_K1, b=BM25_B,
                                                avg_len=settings.bm25_avg_doc_tokens)
             if (cell["table_name"], cell["column_name"]) == ("metadata", "abstract"):
                 abstracts.append(pid)
@@ -382,7 +384,6 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
             sync.remove_papers(removed)
             for start in range(0, len(changed), PAPER_BATCH):
                 sync.sync_papers(changed[start:start + PAPER_BATCH])
-                crash_point("cells-batch")
                 if on_step:
                     on_step("cells", {"done": min(start + PAPER_BATCH, len(changed)), "of": len(changed)})
             seconds["cells"] = round(time.perf_counter() - t, 3)
@@ -395,7 +396,6 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
             con.close()
         _check_cells(cells, expected)
         report.points = sum(expected.values())
-        crash_point("cells-done")
         t = time.perf_counter()
         if retriever == "base":
             build.set_retriever(None)
@@ -410,7 +410,6 @@ def publish(settings: Settings, *, on_step: Callable[[str, dict], None] | None =
         seconds["paper_index"] = round(time.perf_counter() - t, 3)
         if papers.count() != index.papers:
             raise PublishError(f"paper index holds {papers.count()} papers, the database {index.papers}; not published")
-        crash_point("papers-done")
         run = dict(stages or {})
         run.update(publish_stages(seconds, time.perf_counter() - started))
         report.stages = ordered(run)

@@ -774,6 +774,8 @@ def eval_run_cmd(
     retry_errors: bool = typer.Option(False, "--retry-errors", help="Re-run questions whose line has an error."),
     focused: Optional[str] = typer.Option(None, "--focused", help="A variant of the focused route's configuration "
                                           "as JSON, e.g. '{\"evidence_items\": 6}' (neusym.query.agent.config)."),
+    cues_off: Optional[str] = typer.Option(None, "--cues-off", help="Cue families to turn off for every answer, "
+                                           "as a JSON list, e.g. '[\"computation\"]' (neusym.query.agent.cues)."),
 ) -> None:
     """Answer every question with one method, one JSON line per question (resumable)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -790,6 +792,7 @@ def eval_run_cmd(
         _error(exc)
         raise typer.Exit(2)
     config = _focused_config(focused)
+    families = _json_list("--cues-off", cues_off)
     from neusym.store.versions import NoCorpusVersion, current_version
 
     try:
@@ -818,7 +821,7 @@ def eval_run_cmd(
         with progress:
             report = run_eval(questions, out, settings=settings, method=chosen, llm=llm, concurrency=concurrency,
                               limit=limit, retry_errors=retry_errors, on_start=on_start, on_item=on_item,
-                              focused=config)
+                              focused=config, cues_off=families)
     except NeusymError as exc:
         _error(exc)
         raise typer.Exit(2)
@@ -827,6 +830,20 @@ def eval_run_cmd(
         raise typer.Exit(2)
     err.print(f"{report.selected} questions: {report.skipped} already in {out}, {report.answered} answered, "
               f"{report.errors} errors, {report.seconds:.1f} s", soft_wrap=True, markup=False, highlight=False)
+
+
+def _json_list(option: str, text: str | None) -> list[str]:
+    """``option``'s JSON list of strings (empty when not given); exits 2 naming the option otherwise."""
+    if text is None:
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        value = exc
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        _error(f"{option}: expected a JSON list of strings, got {text[:200]!r}")
+        raise typer.Exit(2)
+    return value
 
 
 def _focused_config(text: str | None):
@@ -1091,6 +1108,10 @@ def main() -> None:
 
         if isinstance(exc, ValidationError) and exc.title == Settings.__name__:  # a bad NEUSYM_* variable
             for e in exc.errors():
+                if not e["loc"]:  # a check of the settings as a whole (a retired variable): its message names it
+                    err.print(f"[red]error:[/red] {escape(e['msg'].removeprefix('Value error, '))}", soft_wrap=True,
+                              highlight=False)
+                    continue
                 name = "NEUSYM_" + "_".join(str(part) for part in e["loc"]).upper()
                 err.print(f"[red]error:[/red] invalid setting {escape(name)}={escape(repr(e.get('input')))}: "
                           f"{escape(e['msg'])}", soft_wrap=True, highlight=False)

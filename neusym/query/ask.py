@@ -15,7 +15,6 @@ from typing import Any, Callable
 from neusym.llm.chat import LLM, CancellableLLM, make_llm
 from neusym.telemetry import measure
 from neusym.query.agent.actions import Environment
-from neusym.query.agent.cues import families_off
 from neusym.query.agent.router import answer_auto
 from neusym.query.agent.config import FocusedConfig, using
 from neusym.query.agent.methods import Method, get_method
@@ -55,16 +54,13 @@ def ask(
     ``focused``: the focused route's configuration
     (:class:`neusym.query.agent.config.FocusedConfig`; default the shipped one).
 
-    The cue families of ``settings.cues_off`` (``NEUSYM_CUES_OFF``) are turned off while it answers
-    (:mod:`neusym.query.agent.cues`).
-
-    Raises :class:`neusym.query.agent.methods.MethodError` for an unknown method, ValueError for an
-    unknown cue family,
+    Raises :class:`neusym.query.agent.methods.MethodError` for an unknown method, TypeError when
+    ``focused`` is not a FocusedConfig,
     :class:`neusym.llm.chat.LLMError` when the LLM backend fails,
     :class:`neusym.store.versions.NoCorpusVersion` when nothing is published.
     """
     chosen = get_method(method)
-    with families_off(settings.cues_off), using(focused):
+    with using(focused):
         return _ask(question, settings=settings, chosen=chosen, paper_ids=paper_ids, answer_format=answer_format,
                     llm=llm, env=env, version=version, on_step=on_step, cancel=cancel, conferences=conferences)
 

@@ -70,6 +70,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from pydantic import BaseModel
 
 from neusym.encode import (
+    BM25_B,
+    BM25_K1,
     DENSE_DIM,
     DenseEncoder,
     bm25_tokens,
@@ -93,8 +95,6 @@ MAX_BODY_PASSAGES = 48
 """Cap on full-text passages per paper in the ``minilm_body`` multivector (bounds encoding time)."""
 BODY_PASSAGE_CHARS = 700
 
-BM25_K1 = 1.2
-BM25_B = 0.75
 AVG_LEN = {"bm25": 129.0, "bm25_basic": 115.0, "bm25_body": 4000.0}
 """BM25 average document lengths in tokens (title+abstract of ACL 2024 + Findings 2024; full text)."""
 

@@ -79,16 +79,6 @@ SERVER_PREFIX = "neusym"
 FORMAT = 1
 
 
-CRASH_ENV = "NEUSYM_CRASH_AT"
-
-
-def crash_point(name: str) -> None:
-    """Kill this process at the named publish step when ``$NEUSYM_CRASH_AT`` names it (``os._exit``,
-    no cleanup: what a SIGKILL or power loss does). Used by the crash-safety tests."""
-    if os.environ.get(CRASH_ENV) == name:
-        os._exit(86)
-
-
 class NoCorpusVersion(NeusymError):
     """Nothing has been published in this NEUSYM_HOME yet (or the current version is missing)."""
 
@@ -520,7 +510,6 @@ class VersionBuilder:
         if carried is not None:
             copy_tree(carried, self.path / RETRIEVER_DIR)
         self.timings["copy_database"] = round(time.perf_counter() - t0, 3)
-        crash_point("copied-database")
 
     @property
     def db_path(self) -> Path:
@@ -613,11 +602,9 @@ class VersionBuilder:
                 finally:
                     os.close(fd)
         final = versions_dir(self.settings) / f"v{self.number:06d}"
-        crash_point("before-rename")
         os.replace(self.path, final)
         _fsync_dir(final.parent)
         self.path = final
-        crash_point("renamed")
         shared = storage(self.settings)
         pointer = None
         if shared.shared:  # upload before anyone can switch to it; on failure the previous version keeps serving
@@ -629,7 +616,6 @@ class VersionBuilder:
         _switch_link(current_link(self.settings), final)
         _switch_link(snapshot_link(self.settings), final / "corpus.duckdb")
         self._committed = True
-        crash_point("switched")
         if pointer is not None:
             shared.write_json(REMOTE_CURRENT, pointer)  # now current on every host
             _prune_remote(shared, self.settings)

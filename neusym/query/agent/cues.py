@@ -8,8 +8,8 @@ examples it must match and must not match (``tests/test_cues.py`` checks every o
 that use a cue import it from here; nothing else in the agent reads question wording with a regular
 expression of its own.
 
-A family can be turned off (``NEUSYM_CUES_OFF='["computation"]'``, applied by
-:func:`neusym.query.ask.ask` for the question it answers, or :func:`families_off`): its cues then
+A family can be turned off for an evaluation (``neusym eval run --cues-off '["computation"]'``, or
+:func:`families_off` around a call): its cues then
 never match (``search`` / ``match`` return None, ``findall`` nothing, ``sub`` leaves the text as it
 is), so the answer shows what the family is worth. ``benchmarks/cue_hits.py`` lists every cue with
 how many dev and test questions it fires on.
@@ -103,7 +103,7 @@ def families_off(names: Iterable[str]) -> Iterator[None]:
     names = frozenset(names or ())
     unknown = sorted(names - set(families()))
     if unknown:
-        raise ValueError(f"unknown cue family {', '.join(unknown)} (NEUSYM_CUES_OFF); known: {', '.join(families())}")
+        raise ValueError(f"unknown cue family {', '.join(unknown)}; known: {', '.join(families())}")
     token = _OFF.set(_OFF.get() | names)
     try:
         yield
