@@ -33,7 +33,6 @@ from neusym.store.versions import (
     current_version,
     list_versions,
     open_version,
-    versions_dir,
 )
 
 from .conftest import REPO, SAMPLES
@@ -66,7 +65,7 @@ def assert_consistent(settings: Settings) -> None:
         papers = con.execute("SELECT count(*) FROM metadata").fetchone()[0]
         con.close()
         assert v.papers.count() == papers
-    leftovers = [p.name for p in versions_dir(settings).iterdir() if p.name.startswith(".")]
+    leftovers = [p.name for p in settings.versions_dir.iterdir() if p.name.startswith(".")]
     assert leftovers == []
 
 
@@ -249,7 +248,7 @@ def test_publish_fails_cleanly_while_a_foreign_process_holds_the_database(staged
         holder.kill()
         holder.wait()
     assert current_version(settings).number == 1 and [v.number for v in list_versions(settings)] == [1]
-    assert [p.name for p in versions_dir(settings).iterdir() if p.name.startswith(".")] == []
+    assert [p.name for p in settings.versions_dir.iterdir() if p.name.startswith(".")] == []
     assert publish(settings).version == 2
 
 

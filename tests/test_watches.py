@@ -206,7 +206,7 @@ def test_search_orders_by_in_corpus_citations_and_similar_papers_leave_the_paper
                               "--json").stdout)
     assert [(h["paper_id"], h["cited_by"]) for h in cli_hits][0] == (after[LITGRAPH], 1) and len(cli_hits) == 2
     refused = cli(settings.home, "search", "x", "--sort", "newest", check=False)
-    assert refused.returncode == 2 and "--sort must be relevance or cited_by" in refused.stderr
+    assert refused.returncode == 2 and "sort must be relevance or cited_by, got 'newest'" in refused.stderr
 
 
 def test_racing_evaluations_record_each_paper_once_and_a_removed_watch_nothing(tmp_path):

@@ -381,17 +381,12 @@ def search(
         raise typer.Exit(2)
     if as_json:
         fmt = "json"
-    if sort not in ("relevance", "cited_by"):
-        err.print(f"[red]error:[/red] --sort must be relevance or cited_by, not {sort!r}")
-        raise typer.Exit(2)
+    from neusym.query.paper_search import search as search_corpus
+
     by_citations = sort == "cited_by" or min_cited_by is not None
-    if by_citations and accurate:
-        err.print("[red]error:[/red] --sort cited_by and --min-cited-by work without --accurate only")
-        raise typer.Exit(2)
     settings = _settings()
     version = None
     records: list[dict] = []
-    counts: dict[str, int] | None = None
     try:
         index = None
         if fmt in ("bibtex", "ris") or by_citations:  # the hits and their metadata from one corpus version
@@ -399,34 +394,23 @@ def search(
 
             version = open_version(settings)
             index = PaperIndex.of_version(version, settings)
-        if accurate:
-            from neusym.query.hyde import accurate_search
+        cursor = None
+        if by_citations:
+            from neusym.store.db import connect_readonly
 
-            result = accurate_search(index or current_paper_index(settings), query, venue=venue, year=year,
-                                     author=author, limit=limit, settings=settings)
-            hits = result.hits
-        else:
-            from neusym.query.paper_search import search_papers
-
-            from neusym.query.paper_search import CITATION_POOL
-
-            hits = search_papers(query, venue=venue, year=year, author=author, settings=settings, index=index,
-                                 limit=max(limit, CITATION_POOL) if by_citations else limit)
-        if version is not None:
+            cursor = lambda: connect_readonly(version.db_path)  # noqa: E731 - closed by the search
+        found = search_corpus(query, index=index or current_paper_index(settings), venue=venue, year=year,
+                              author=author, limit=limit, sort=sort, min_cited_by=min_cited_by,
+                              mode="accurate" if accurate else "default", cursor=cursor, settings=settings,
+                              version=version.number if version is not None else None)
+        hits, counts, hyde = found.hits, found.cited_by, found.hyde
+        if fmt in ("bibtex", "ris"):
             from neusym.query.citation_export import paper_records
-            from neusym.query.paper_search import cited_by_counts, order_by_citations
             from neusym.store.db import connect_readonly
 
             con = connect_readonly(version.db_path)
             try:
-                if by_citations:
-                    counts = cited_by_counts(con, [h.paper_id for h in hits])
-                    if counts is None:
-                        raise NeusymError(f"corpus version {version.number} has no citation graph (published "
-                                          "before it existed): run `neusym publish` to sort or filter by citations")
-                    hits = order_by_citations(hits, counts, sort=sort, min_cited_by=min_cited_by)[:limit]
-                if fmt in ("bibtex", "ris"):
-                    records = paper_records(con, [h.paper_id for h in hits])
+                records = paper_records(con, [h.paper_id for h in hits])
             finally:
                 con.close()
     except ValueError as exc:
@@ -439,12 +423,11 @@ def search(
         close_paper_indexes()
         if version is not None:
             version.close()
-    if accurate and result.note:
-        err.print(f"[yellow]note:[/yellow] {escape(result.note)}", highlight=False, soft_wrap=True)
-    elif accurate and result.hypothesis is not None:
-        err.print(f"[dim]hypothetical paper ({result.hypothesis.seconds:.1f} s): "
-                  f"{escape(result.hypothesis.title or result.hypothesis.abstract[:120])}[/dim]",
-                  highlight=False, soft_wrap=True)
+    if hyde and hyde["note"]:
+        err.print(f"[yellow]note:[/yellow] {escape(hyde['note'])}", highlight=False, soft_wrap=True)
+    elif hyde and (hyde["title"] or hyde["abstract"]):
+        err.print(f"[dim]hypothetical paper ({hyde['llm_seconds']:.1f} s): "
+                  f"{escape(hyde['title'] or hyde['abstract'][:120])}[/dim]", highlight=False, soft_wrap=True)
     if fmt == "json":
         print(json.dumps([{**h.to_dict(), **({"cited_by": counts.get(h.paper_id, 0)} if counts is not None else {})}
                           for h in hits], ensure_ascii=False, default=str))

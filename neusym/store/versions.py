@@ -88,11 +88,6 @@ class PublishError(NeusymError):
 
 
 # ------------------------------------------------------------------------------------ paths
-def versions_dir(settings: Settings) -> Path:
-    """``$NEUSYM_HOME/versions``."""
-    return Path(settings.home) / "versions"
-
-
 def current_link(settings: Settings) -> Path:
     """``$NEUSYM_HOME/current`` (a symlink to the current version directory)."""
     return Path(settings.home) / CURRENT_LINK
@@ -135,7 +130,7 @@ def _read_manifest(path: Path) -> dict | None:
 
 def list_versions(settings: Settings) -> list[VersionInfo]:
     """Complete published versions, oldest first (unfinished builds are not listed)."""
-    directory = versions_dir(settings)
+    directory = settings.versions_dir
     if not directory.is_dir():
         return []
     out = []
@@ -324,7 +319,7 @@ def open_version(settings: Settings, number: int | None = None) -> CorpusVersion
         else:
             found = [v for v in list_versions(settings) if v.number == number]
             if not found:
-                raise NoCorpusVersion(f"corpus version {number} is not in {versions_dir(settings)}")
+                raise NoCorpusVersion(f"corpus version {number} is not in {settings.versions_dir}")
             info = found[0]
         fd = _hold(info)
         if _read_manifest(info.path) is not None:
@@ -478,7 +473,7 @@ class VersionBuilder:
         source = Path(self.settings.db_path)
         if not source.is_file():
             raise PublishError(f"nothing to publish: no corpus database at {source}")
-        directory = versions_dir(self.settings)
+        directory = self.settings.versions_dir
         directory.mkdir(parents=True, exist_ok=True)
         for pattern in (f"{_BUILD_PREFIX}*", ".deleting-*"):
             for leftover in directory.glob(pattern):
@@ -601,7 +596,7 @@ class VersionBuilder:
                     os.fsync(fd)
                 finally:
                     os.close(fd)
-        final = versions_dir(self.settings) / f"v{self.number:06d}"
+        final = self.settings.versions_dir / f"v{self.number:06d}"
         os.replace(self.path, final)
         _fsync_dir(final.parent)
         self.path = final
@@ -859,7 +854,7 @@ def _install(st: Storage, settings: Settings, pointer: dict) -> None:
     import subprocess
 
     number = int(pointer["version"])
-    directory = versions_dir(settings)
+    directory = settings.versions_dir
     directory.mkdir(parents=True, exist_ok=True)
     final = directory / f"v{number:06d}"
     if _read_manifest(final) is None:
@@ -948,5 +943,4 @@ __all__ = [
     "server_client",
     "snapshot_link",
     "sync_current",
-    "versions_dir",
 ]

@@ -704,59 +704,50 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
             raise BadRequest("mode=accurate needs an LLM: set NEUSYM_LLM_BASE_URL to an OpenAI-compatible endpoint, "
                              "or NEUSYM_SEARCH_ACCURATE_OFFLINE=true to use the offline model in this process "
                              "(about 5 s per query on 2 cores, one query at a time)")
+        from neusym.query.paper_search import check_search
+
         if mode == "accurate":
             state.llm.check_room()
         started = time.perf_counter()
-        filters = {"venue": venue or None, "year": year, "author": author or None}
-
-        from neusym.query.paper_search import order_by_citations
-
-        by_citations = sort == "cited_by" or min_cited_by is not None
-        if by_citations and mode == "accurate":
-            raise BadRequest("sort=cited_by and min_cited_by work with mode=default only")
+        options = {"venue": venue or None, "year": year, "author": author or None, "limit": limit}
+        try:
+            check_search(q, limit=limit, sort=sort, min_cited_by=min_cited_by, mode=mode)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
 
         def work(served: ServedVersion) -> tuple:
-            try:
-                found, pool = served.search_with_pool(q, **filters, limit=FACET_POOL if by_citations else limit,
-                                                      pool=FACET_POOL)
+            try:  # the facets always count the default ranking's pool; in the accurate mode its hits come next
+                found, pool = served.search(q, **options, sort=sort, min_cited_by=min_cited_by, mode="default",
+                                            pool=FACET_POOL)
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
-            counts = _cited_by_counts(served, [h.paper_id for h in found])
-            if by_citations:
-                if counts is None:
-                    raise BadRequest(f"corpus version {served.number} has no citation graph (published before it "
-                                     "existed): publish again to sort or filter by citations")
-                found = order_by_citations(found, counts, sort=sort, min_cited_by=min_cited_by)
-            return served.number, found[:limit], pool, counts
+            return served.number, found, pool
 
-        number, found, pool, cited = await state.with_version("search", work)
+        number, found, pool = await state.with_version("search", work)
         payload = {"version": number, "query": q, "mode": mode,
                    "filters": {"venue": venue, "year": year, "author": author, "limit": limit, "sort": sort,
                                "min_cited_by": min_cited_by}}
         if mode == "accurate":
             from neusym.llm.chat import CancellableLLM, make_llm
-            from neusym.query.hyde import accurate_search
 
             def expanded(cancel: threading.Event) -> Any:
                 with state.llm.hold(cancel) as held:
                     if not held:
                         return None
                     with state.holder.use() as served:
-                        return served.number, accurate_search(
-                            served.index, q, **filters, limit=limit, settings=state.settings,
-                            llm=CancellableLLM(make_llm(state.settings), cancel))
+                        outcome, _ = served.search(q, **options, mode="accurate", settings=state.settings,
+                                                   llm=CancellableLLM(make_llm(state.settings), cancel))
+                        return served.number, outcome
 
             result = await state.run_until_disconnect("ask", request, expanded)
             if result is None or isinstance(result, Response):  # the client went away
                 return Response(status_code=499)
-            payload["version"], accurate = result
-            found = accurate.hits
-            payload["hyde"] = accurate.to_dict()
-            ids = [h.paper_id for h in found[:limit]]
-            cited = await state.with_version("search", lambda served: _cited_by_counts(served, ids))
+            payload["version"], found = result
+            payload["hyde"] = found.hyde
+        cited = found.cited_by
         payload.update({"hits": [{"rank": i + 1, **h.to_dict(),
                                   **({"cited_by": cited.get(h.paper_id, 0)} if cited is not None else {})}
-                                 for i, h in enumerate(found[:limit])],
+                                 for i, h in enumerate(found.hits)],
                         "facets": facet_counts(pool), "seconds": round(time.perf_counter() - started, 4)})
         # serialised here (the shape is SearchResponse, as documented): no second validation pass
         return Response(json.dumps(payload, ensure_ascii=False), media_type="application/json")
@@ -783,13 +774,14 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
 
         def work(served: ServedVersion) -> list[dict]:
             try:  # the ranking /search shows (same pool depth, so the same fused scores)
-                found, _ = served.search_with_pool(params["q"], venue=params["venue"], year=params["year"],
-                                                   author=params["author"], limit=params["limit"], pool=FACET_POOL)
+                found, _ = served.search(params["q"], venue=params["venue"], year=params["year"],
+                                         author=params["author"], limit=params["limit"], pool=FACET_POOL,
+                                         with_citations=False)
             except ValueError as exc:
                 raise BadRequest(str(exc)) from None
             cur = served.cursor()
             try:
-                return paper_records(cur, [h.paper_id for h in found[:params["limit"]]])
+                return paper_records(cur, [h.paper_id for h in found.hits])
             finally:
                 cur.close()
 
@@ -1250,18 +1242,6 @@ def create_app(settings: Settings | None = None, *, auth: Callable | None = None
     app.include_router(api)
     use_openai_errors(app)  # errors on /v1 paths in OpenAI's shape
     return app
-
-
-def _cited_by_counts(served: ServedVersion, paper_ids: list[str]) -> dict[str, int] | None:
-    """:func:`neusym.query.paper_search.cited_by_counts` on the served version (whether it has the graph was
-    read once, when the version was prepared)."""
-    from neusym.query.paper_search import cited_by_counts
-
-    cur = served.cursor()
-    try:
-        return cited_by_counts(cur, paper_ids, graph=served.citation_graph)
-    finally:
-        cur.close()
 
 
 def _is_uuid(value: str) -> bool:

@@ -99,16 +99,19 @@ class ServedVersion:
         """The corpus version number."""
         return self.version.number
 
-    def search_with_pool(self, query: str, *, venue: str | None, year: int | None, author: str | None,
-                         limit: int, pool: int) -> tuple[list, list["PoolPaper"]]:
-        """(the top ``limit`` hits with snippets, venue and year of the top ``max(limit, pool)``
-        papers) of one query, from ONE fused ranking (:meth:`neusym.store.paper_index.PaperIndex.rank`): the
-        pool is labelled from :attr:`labels`, so it costs no second scan, no read-back and no
-        snippets. Raises ValueError like the search."""
-        ranking = self.index.rank(query, venue=venue, year=year, author=author, depth=max(limit, pool),
-                                  query_vector=self.query_vector(query))
+    def search(self, query: str, *, with_citations: bool = True, **options: Any) -> tuple[Any, list["PoolPaper"]]:
+        """:func:`neusym.query.paper_search.search` on this version — its cached query vector, and with
+        ``with_citations`` its database for the hits' ``cited_by`` counts and citation ordering — and
+        the venue and year labels of the outcome's pool (from :attr:`labels`: no second scan, no
+        read-back, no snippets). ``options``: the search's filters, limit, sort, mode and pool. Raises
+        ValueError like the search."""
+        from neusym.query.paper_search import search
+
+        vector = self.query_vector(query) if options.get("mode", "default") == "default" else None
+        outcome = search(query, index=self.index, cursor=self.cursor if with_citations else None,
+                         citation_graph=self.citation_graph, query_vector=vector, version=self.number, **options)
         labels = self.labels
-        return self.index.hits(ranking, limit), [labels.get(pid, _UNLABELLED) for pid, _ in ranking.scored]
+        return outcome, [labels.get(point, _UNLABELLED) for point in outcome.pool_points]
 
     def query_vector(self, query: str) -> list[float] | None:
         """The all-MiniLM-L6-v2 vector :meth:`neusym.store.paper_index.PaperIndex.search` would compute for

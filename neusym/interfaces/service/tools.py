@@ -160,18 +160,16 @@ class CorpusTools:
         [{"rank", "paper_id", "title", "venue", "year", "authors", "score", "snippet", ...}]}``.
         Raises :class:`ToolInputError` for a blank query, a limit out of range or a bad filter.
         """
-        if not isinstance(query, str) or not query.strip():
-            raise ToolInputError("query must not be blank")
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= SEARCH_MAX_LIMIT:
             raise ToolInputError(f"limit must be an integer from 1 to {SEARCH_MAX_LIMIT}, got {limit!r}")
         with self.holder.use() as served:
             try:
-                found, _ = served.search_with_pool(query, venue=venue or None, year=year, author=author or None,
-                                                   limit=limit, pool=limit)
+                found, _ = served.search(query, venue=venue or None, year=year, author=author or None,
+                                         limit=limit, with_citations=False)
             except ValueError as exc:
                 raise ToolInputError(str(exc)) from None
             number = served.number
-        hits = [{"rank": i + 1, **h.to_dict()} for i, h in enumerate(found)]
+        hits = [{"rank": i + 1, **h.to_dict()} for i, h in enumerate(found.hits)]
         if not hits:
             return ToolResult("No papers match." + (" Try without the filters." if venue or year or author else ""),
                               {"version": number, "hits": []})
