@@ -30,7 +30,7 @@ def basis_of(pred: dict) -> str:
     if v.get("basis"):
         return v["basis"]
     route = pred.get("route")
-    if route == "symbolic":
+    if route in ("symbolic", "missing_paper"):  # missing_paper was named symbolic before 2026-12-02
         return "computed"
     if route == "paper_search":
         return "search"

@@ -131,7 +131,7 @@ def test_a_quoted_title_that_is_not_in_the_corpus_is_said_so_without_the_llm(cor
             ('Which authors appear on both the SPECTER paper and the paper "Attention Is All You Need"?',
              "Attention Is All You Need")):
         result = ask(question, settings=corpus_settings, llm=NoLLM(), method="auto")
-        assert result.route == "symbolic" and result.turns == 0
+        assert result.route == "missing_paper" and result.turns == 0
         assert result.answer == f"No paper titled '{title}' is in the corpus."
         assert result.verification["status"] == "pass" and result.verification["checks"][0]["kind"] == "title"
         assert result.verification["basis"] == "computed"  # a lookup: no title of metadata holds it

@@ -56,8 +56,8 @@ class AgentResult:
     """Outcome of one question (:func:`neusym.query.ask.ask`): the ``answer`` (None when the model never answered),
     the ``trajectory`` of steps, ``turns`` (LLM calls), token usage, wall-clock ``seconds``,
     ``stop_reason`` (``answered``, ``max_turns`` or ``time_limit``: ``settings.agent_max_seconds``
-    ran out) and the ``method`` name. Method ``auto`` also sets ``route`` (symbolic, paper_search,
-    focused, agent) with the ``route_features`` behind it, ``verification`` (``{"status": pass / fail
+    ran out) and the ``method`` name. Method ``auto`` also sets ``route`` (missing_paper, paper_search,
+    symbolic, focused, agent: :data:`neusym.query.agent.router.ROUTE_NAMES`) with the ``route_features`` behind it, ``verification`` (``{"status": pass / fail
     / unverifiable, "repaired", "checks"}``), ``citations`` (:class:`neusym.query.agent.citations.Citation`
     dicts) and, for paper search, the ranked ``candidates``."""
 

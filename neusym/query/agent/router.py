@@ -145,7 +145,7 @@ class Route(Protocol):
 class MissingPaperRoute:
     """A quoted title that names no paper of the corpus: said so, without the LLM."""
 
-    name = "symbolic"
+    name = "missing_paper"
 
     def decide(self, facts: Facts) -> str | None:
         return f"names a paper that is not in the corpus: '{facts.missing[0]}'" if facts.missing else None
@@ -269,12 +269,17 @@ class AgentRoute:
 ROUTES: list[Route] = [MissingPaperRoute(), PaperSearchRoute(), SymbolicRoute(), FocusedRoute(), AgentRoute()]
 """The routes in the order they are asked (the first that takes a question answers it)."""
 
-ROUTE_NAMES = ("symbolic", "paper_search", "focused", "agent")
+ROUTE_NAMES = tuple(r.name for r in ROUTES)
+"""Every route's name, unique (what ``AgentResult.route`` holds)."""
+assert len(set(ROUTE_NAMES)) == len(ROUTE_NAMES), "route names must be unique"
 
 
 def route_by_name(name: str) -> Route:
-    """The route a name or a fallback names (the last of that name: ``symbolic`` = the templates)."""
-    return next(r for r in reversed(ROUTES) if r.name == name)
+    """The route a name or a fallback names; raises KeyError for an unknown name."""
+    for route in ROUTES:
+        if route.name == name:
+            return route
+    raise KeyError(f"no route named {name!r}; the routes are {', '.join(ROUTE_NAMES)}")
 
 
 # ------------------------------------------------------------------------------------ router
