@@ -35,7 +35,7 @@ GATES = {"intent_affiliation": ["affiliated"]}
 
 def touched(family: str, questions: list[dict]) -> list[dict]:
     """The questions one of the family's gate cues matches."""
-    from neusym.query.agent.cues import CUES
+    from neusym.query.answer.cues import CUES
 
     cues = [CUES[n] for n in GATES.get(family, [])] or [c for c in CUES.values() if c.family == family]
     return [q for q in questions if any(c.regex.search(q.get(c.reads) or "") for c in cues)]

@@ -27,7 +27,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "cue_hits.json")
     args = ap.parse_args()
-    from neusym.query.agent.cues import CUES, families
+    from neusym.query.answer.cues import CUES, families
 
     splits = json.loads(SPLITS.read_text())
     questions = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]

@@ -6,7 +6,7 @@ blind home those of benchmarks/airqa_blind):
         [--weights 1.0,0.5] [--answer] [--work /tmp/evidence-fusion] \\
         [--out benchmarks/results/evidence_fusion.json]
 
-For each weight of the MiniLM lists (``FocusedConfig.dense_list_weight``, :mod:`neusym.query.agent.config`; the first is
+For each weight of the MiniLM lists (``FocusedConfig.dense_list_weight``, :mod:`neusym.query.answer.config`; the first is
 the baseline), the evidence recall of every item with gold quotes (``evidence_recall.measure``: is
 each quote in the reader's context, per stage) on dev, test and blind. With ``--answer``, the items
 whose context differs between the baseline and a weight are answered with method ``auto`` and the
@@ -32,7 +32,7 @@ from reader import answer_with  # noqa: E402
 
 def recall(set_dir: Path, home: Path, weight: float) -> list[dict]:
     """``evidence_recall.measure`` of ``set_dir`` on ``home`` with the dense lists weighted ``weight``."""
-    from neusym.query.agent.config import FocusedConfig
+    from neusym.query.answer.config import FocusedConfig
     from neusym.settings import Settings
 
     return measure(set_dir, Settings(home=home), FocusedConfig(dense_list_weight=weight))

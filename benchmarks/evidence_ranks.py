@@ -5,7 +5,7 @@ Usage (the corpus of the set published in $NEUSYM_HOME, as for evidence_recall.p
     NEUSYM_HOME=/tmp/evalrun-home python benchmarks/evidence_ranks.py [--set benchmarks/airqa_dev] [--split dev]
 
 For every single-paper item of the split with gold quotes, the papers' cells are ranked as
-:func:`neusym.query.agent.auto.focused_evidence` ranks them, with 20 hits per retrieval list; an item
+:func:`neusym.query.answer.focused.focused_evidence` ranks them, with 20 hits per retrieval list; an item
 counts for a variant when every quote is in one of the chosen cells (``evidence_recall.found_in``).
 Prints the share of items per variant and the mean characters the chosen cells take (chunks cut at
 ``FocusedConfig.evidence_chars``,
@@ -37,10 +37,10 @@ def main() -> None:
     args = ap.parse_args()
 
     from neusym.evaluation.runner import PaperResolver, load_questions
-    from neusym.query.agent import auto
-    from neusym.query.agent.config import FocusedConfig, using
+    from neusym.query.answer import focused as auto
+    from neusym.query.answer.config import FocusedConfig, using
     from neusym.query.agent.actions import Environment
-    from neusym.query.agent.router import question_facts
+    from neusym.query.answer.router import question_facts
     from neusym.settings import Settings
 
     questions = load_questions(args.set / "questions.jsonl")

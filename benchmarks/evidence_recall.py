@@ -7,7 +7,7 @@ Usage (the corpus of the question set must be published in $NEUSYM_HOME, as for 
 
 For every single- and several-paper item with gold quotes (``evidence.jsonl``), the papers are given
 as in ``neusym eval run`` (the item's ``anchor_pdf``), the router's facts are computed, and the focused
-route's context is built exactly as it is for an answer (:func:`neusym.query.agent.auto.focused_context`:
+route's context is built exactly as it is for an answer (:func:`neusym.query.answer.focused.focused_context`:
 every retrieval list of ``FOCUS_VIEWS``, their reciprocal-rank fusion, the table slot, the author
 block, table and figure contexts). A gold quote counts as found in a text when at least 90% of its
 word tokens and every one of its numbers occur in that text (lower-cased; ligatures, hyphens and
@@ -71,9 +71,9 @@ def measure(set_dir: Path, settings=None, focused=None) -> list[dict]:
     task, category, route, whether every quote is found at each of :data:`STAGES`, how many quotes
     are in the context, and ``context_sha`` (the first 12 hex digits of the context's SHA-256, to
     tell which items two retrieval settings give a different context). ``focused``: a
-    :class:`neusym.query.agent.config.FocusedConfig` to build the contexts with (default the shipped
+    :class:`neusym.query.answer.config.FocusedConfig` to build the contexts with (default the shipped
     one)."""
-    from neusym.query.agent.config import using
+    from neusym.query.answer.config import using
 
     with using(focused):
         return _measure(set_dir, settings)
@@ -85,8 +85,8 @@ def _measure(set_dir: Path, settings=None) -> list[dict]:
     from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION
     from neusym.evaluation.runner import PaperResolver, load_questions
     from neusym.query.agent.actions import Environment
-    from neusym.query.agent.auto import focused_context
-    from neusym.query.agent.router import question_facts, route_question
+    from neusym.query.answer.focused import focused_context
+    from neusym.query.answer.router import question_facts, route_question
     from neusym.settings import Settings
 
     settings = settings or Settings()

@@ -20,7 +20,7 @@ Splits: ``dev`` / ``test`` (benchmarks/airqa_dev), ``tables`` (benchmarks/airqa_
 questions on the dev papers, a tuning set for table reading written before any run), ``blind``
 (reported only). ``--tags table`` keeps one category; ``--only UUIDS.json`` keeps the items a
 variant can change (the others get the same prompts, so the same answers). A part sets fields of the
-focused route's configuration (:class:`neusym.query.agent.config.FocusedConfig`).
+focused route's configuration (:class:`neusym.query.answer.config.FocusedConfig`).
 
 Measured and not adopted (their results stay; each ran at the commit named, the code is gone unless
 said): ``k6`` — six fused cells for a one-paper question instead of four (part kept: it only sets
@@ -89,7 +89,7 @@ from evidence_recall import measure  # noqa: E402
 
 RUNNER = "from neusym.interfaces.cli import app; app()"
 #: Reader parts: the fields of the focused route's configuration
-#: (:class:`neusym.query.agent.config.FocusedConfig`) each sets, given to ``neusym eval run --focused``.
+#: (:class:`neusym.query.answer.config.FocusedConfig`) each sets, given to ``neusym eval run --focused``.
 #: Parts joined by ``+`` merge their fields. A variant under measurement gets a field in the
 #: configuration and a part here; one that does not go in leaves with both.
 PARTS: dict[str, dict[str, object]] = {
@@ -114,7 +114,7 @@ def answer_with(questions: list[dict], home: Path, work: Path, name: str,
     whose focused route is configured with the fields of ``focused`` (``--focused``; resuming a run of
     the same ``name`` in ``work``), and score them: uuid -> {"score", "answer", "seconds", "route",
     "completion_tokens"}."""
-    from neusym.query.agent.config import FocusedConfig
+    from neusym.query.answer.config import FocusedConfig
 
     config = FocusedConfig(**focused).model_dump_json(exclude_defaults=True)  # a bad field fails here, not per item
     qfile, pred = work / f"{name}.questions.jsonl", work / f"{name}.pred.jsonl"

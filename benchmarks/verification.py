@@ -7,7 +7,7 @@ Usage (predictions of ``neusym eval run`` and their scores from ``neusym eval sc
 
 For every run: the answers grouped by their verification's basis (``computed``: the result of an
 SQL template; ``queried``: the rows of the query the model wrote over a table; ``search``: the top
-paper-search hit; ``read``: written by the language model — see :mod:`neusym.query.agent.verify`) and status (``pass`` / ``fail`` / ``unverifiable``), with how
+paper-search hit; ``read``: written by the language model — see :mod:`neusym.query.answer.verify`) and status (``pass`` / ``fail`` / ``unverifiable``), with how
 many of them the evaluator scores right. Predictions made before answers carried a basis get the one
 their route implies: ``symbolic`` is ``computed``, ``paper_search`` is ``search``, a ``focused``
 answer whose only check is the re-run of a table query (its rows were the answer) is ``queried``,

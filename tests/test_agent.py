@@ -709,7 +709,7 @@ def test_offline_model_smoke(monkeypatch) -> None:
     again = llm.chat(messages, json_schema=schema, max_tokens=200)
     assert again.cached_tokens >= reply.prompt_tokens - 1  # same prefix → served from the KV cache
     # the focused route's typed answer schema is a grammar llama.cpp accepts: a list format gives a JSON array
-    from neusym.query.agent.auto import FOCUSED_SYSTEM, answer_schema
+    from neusym.query.answer.focused import FOCUSED_SYSTEM, answer_schema
 
     fmt = "Your answer should be a Python list of two integers: [hard negatives, easy negatives]."
     evidence = ("[1] (page 5, section '3 Experimental Setup') We empirically found it helpful to use 2 hard negatives "

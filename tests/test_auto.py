@@ -17,11 +17,13 @@ import pymupdf
 import pytest
 
 from neusym.query.agent.actions import Environment
-from neusym.query.agent.auto import features, search_filters, table_rows_text
-from neusym.query.agent.router import route_question
+from neusym.query.answer.focused import table_rows_text
+from neusym.query.answer.paper_search import search_filters
+from neusym.query.answer.router import features
+from neusym.query.answer.router import route_question
 from neusym.query.ask import ask
-from neusym.query.agent.symbolic import parse_intent
-from neusym.query.agent.verify import verify
+from neusym.query.answer.symbolic import parse_intent
+from neusym.query.answer.verify import verify
 from neusym.query.calc import calculate
 from neusym.errors import ActionError
 from neusym.query.sqlsafe import run_readonly_sql
@@ -106,7 +108,7 @@ class CatalogEnv:
 
 
 def test_a_short_name_that_is_a_common_word_names_a_paper_only_in_its_own_letter_case():
-    from neusym.query.agent.symbolic import resolve_papers
+    from neusym.query.answer.symbolic import resolve_papers
 
     env = CatalogEnv()
     titles = {t.split(":")[0]: t for _, t in env.rows}
@@ -136,7 +138,7 @@ def test_a_quoted_title_that_is_not_in_the_corpus_is_said_so_without_the_llm(cor
         assert result.verification["status"] == "pass" and result.verification["checks"][0]["kind"] == "title"
         assert result.verification["basis"] == "computed"  # a lookup: no title of metadata holds it
     # a quoted sentence is not a title, and a quoted part of a corpus title names that paper
-    from neusym.query.agent.symbolic import unknown_titles
+    from neusym.query.answer.symbolic import unknown_titles
 
     with Environment(corpus_settings) as env:
         assert unknown_titles("A medal table is asked 'Which nation won the most gold medals?' What is the answer?",
@@ -360,7 +362,7 @@ def test_a_number_written_as_an_expression_is_computed_and_its_operands_checked(
 
 
 def test_a_question_giving_numbers_is_answered_by_the_arithmetic_the_model_writes(corpus_settings, ids):
-    from neusym.query.agent.auto import formula_expression, worked_computation
+    from neusym.query.answer.focused import formula_expression, worked_computation
 
     q = ("Using SPECTER's triplet margin loss with margin m = 1, what is the loss for a training triple whose "
          "query-to-positive distance is 0.8 and query-to-negative distance is 1.5?")
@@ -393,7 +395,7 @@ def test_an_answer_of_the_wrong_shape_gets_a_repair_round(corpus_settings, ids):
 
 
 def test_the_answer_is_constrained_to_the_type_its_format_asks_for(corpus_settings, ids):
-    from neusym.query.agent.auto import answer_schema
+    from neusym.query.answer.focused import answer_schema
 
     value = lambda fmt, compute=False: answer_schema(fmt, compute=compute)["properties"]["answer"]  # noqa: E731
     assert value(FMT_NEG) == {"type": "array", "minItems": 2, "maxItems": 2, "items": value(FMT_NEG)["items"]}
@@ -406,7 +408,7 @@ def test_the_answer_is_constrained_to_the_type_its_format_asks_for(corpus_settin
     assert value("Your answer should be a single integer.", True) == {
         "anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 200}]}
     assert value(FMT_NEG, True) == value(FMT_NEG)
-    from neusym.query.agent.answer_format import conform
+    from neusym.query.answer.answer_format import conform
 
     fmt3 = "Your answer should be a Python list of three elements."
     shaped = conform([16, "54 / 100 * 100", "SQuALITY"], fmt3, compute_strings=True)
@@ -465,7 +467,7 @@ def test_a_table_reaches_the_prompt_whole_as_rows_under_its_caption(corpus_setti
     ("Your answer should be the title of the paper WITHOUT ANY EXPLANATION.", "SPECTER", "SPECTER", None),
 ])
 def test_answers_are_put_in_the_shape_their_format_asks_for(fmt, answer, expected, ok):
-    from neusym.query.agent.answer_format import conform
+    from neusym.query.answer.answer_format import conform
 
     shaped = conform(answer, fmt)
     assert shaped.ok is ok and shaped.value == expected and type(shaped.value) is type(expected)
@@ -490,7 +492,7 @@ S2ORC_TABLE_5 = [
 
 
 def test_the_table_slot_takes_the_table_whose_numbers_an_excerpt_quotes(corpus_settings, ids):
-    from neusym.query.agent.auto import _table_the_excerpts_quote
+    from neusym.query.answer.focused import _table_the_excerpts_quote
 
     page7 = " ".join(pdf_text(SPECTER_PDF, 7).split())
     body = page7[page7.index("CLS USR CITE REC Avg."):page7.index("Table 2: Ablations")]
@@ -510,7 +512,7 @@ def test_a_chunk_that_reads_a_table_body_gives_its_place_to_the_stored_table(cor
     """The page's text layer reads Table 1 of SPECTER as running text; a chunk holding those rows is
     replaced by the stored table (so the table is read as a table), while a paragraph that quotes a
     few of the same results stays a paragraph."""
-    from neusym.query.agent import auto
+    from neusym.query.answer import focused as auto
 
     page7 = " ".join(pdf_text(SPECTER_PDF, 7).split())
     body = page7[page7.index("Doc2vec (2014)"):page7.index("Table 1: Results")]
@@ -552,7 +554,7 @@ def test_a_first_keyword_hit_is_not_pushed_out_by_middling_dense_agreement(corpu
     that holds the answer sentence is BM25's first hit for the question, and with equal weights the
     chunks both lists rank 2nd-6th took all four places."""
     from neusym.encode import BM25_COLLECTION
-    from neusym.query.agent import auto
+    from neusym.query.answer import focused as auto
 
     sentence = "we use 15-shot prompting for all mod- els in the GPT-neo and OPT series"  # as printed
     assert sentence in " ".join(pdf_text(POPQA_PDF).split())
@@ -560,7 +562,7 @@ def test_a_first_keyword_hit_is_not_pushed_out_by_middling_dense_agreement(corpu
          "prompts for the GPT-neo and OPT models, and how many for GPT-3?")
     paper = [(ids["When Not to Trust Language Models"], "When Not to Trust Language Models")]
 
-    from neusym.query.agent.config import SHIPPED, FocusedConfig, using
+    from neusym.query.answer.config import SHIPPED, FocusedConfig, using
 
     def context(weight: float) -> tuple[list, str]:
         trace: list = []
@@ -593,7 +595,7 @@ def test_merged_columns_and_multi_column_labels_of_real_tables():
 
 
 def test_a_long_excerpt_is_cut_around_the_sentences_the_question_asks_about():
-    from neusym.query.agent.auto import focus_text
+    from neusym.query.answer.focused import focus_text
 
     page5 = " ".join(pdf_text(SPECTER_PDF, 5).split())
     start = page5.index("We empirically found it helpful to use 2 hard negatives")
@@ -718,8 +720,8 @@ def test_ask_json_has_route_verification_and_citations(corpus_settings, monkeypa
 def test_a_new_route_is_one_object_in_the_registry(corpus_settings, monkeypatch):
     """Adding a route touches one place: an object placed in ROUTES takes the questions it decides
     on (before the routes after it) and answers them; the others still route as before."""
-    from neusym.query.agent import router
-    from neusym.query.agent.results import Step
+    from neusym.query.answer import router
+    from neusym.query.answer.results import Step
 
     class EchoRoute:
         name = "echo"
@@ -744,7 +746,7 @@ def test_a_new_route_is_one_object_in_the_registry(corpus_settings, monkeypatch)
 
 def test_the_question_is_read_once(corpus_settings, monkeypatch):
     """The router computes a question's facts once: its symbolic intent is parsed one time."""
-    from neusym.query.agent import router
+    from neusym.query.answer import router
 
     calls = []
     real = router.parse_intent
@@ -773,7 +775,7 @@ def test_several_papers_read_each_papers_front_matter(corpus_settings, ids, monk
     """A question joining papers reads each paper's page 1 up to the abstract (authors, marks,
     affiliations) and its proceedings line, which no excerpt of the text holds; a question about one
     paper does not get it. Expected lines come from the PDFs' own page 1 text (PyMuPDF)."""
-    from neusym.query.agent import auto
+    from neusym.query.answer import focused as auto
 
     longeval_pdf = SAMPLES / "eacl2023_2023.eacl-main.121_LongEval.pdf"
     q = "Which author of the LongEval paper is also an author of SPECTER?"
@@ -781,7 +783,7 @@ def test_several_papers_read_each_papers_front_matter(corpus_settings, ids, monk
     with Environment(corpus_settings) as env:
         cells, text = auto.focused_context(q, papers, {"modality": []}, env)
         one, _ = auto.focused_context(q, papers[:1], {"modality": []}, env)
-        from neusym.query.agent.config import FocusedConfig, using
+        from neusym.query.answer.config import FocusedConfig, using
 
         with using(FocusedConfig(front_matter=False)):
             without, text_without = auto.focused_context(q, papers, {"modality": []}, env)

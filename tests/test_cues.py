@@ -1,4 +1,4 @@
-"""The wording rules (neusym/query/agent/cues.py): every cue has a name, a family, a rationale and
+"""The wording rules (neusym/query/answer/cues.py): every cue has a name, a family, a rationale and
 examples it must match and must not match; a family can be turned off, and then the router acts as if
 its words were not there."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from neusym.query.agent import cues
-from neusym.query.agent.cues import CUES, families, families_off
+from neusym.query.answer import cues
+from neusym.query.answer.cues import CUES, families, families_off
 from neusym.query.ask import ask
 
 from .test_auto import NoLLM
@@ -34,14 +34,16 @@ def test_no_agent_module_compiles_question_rules_of_its_own():
     """The modules whose rules moved to cues.py compile no other regular expression at module level
     that is applied to a question (the ones left read PDF text, tables, replies or numbers)."""
     allowed = {  # module: names of module-level patterns that read something else than the question
-        "auto.py": {"_CONF", "_NUMBER", "_SENTENCE_END", "_LITERAL", "_CHUNK_TOKEN"},  # _CHUNK_TOKEN: excerpt text
+        "focused.py": {"_NUMBER", "_SENTENCE_END", "_LITERAL", "_CHUNK_TOKEN"},  # _CHUNK_TOKEN: excerpt text
+        "paper_search.py": {"_CONF"},  # the AirQA conference scope ("acl2023")
+        "router.py": set(),
         "symbolic.py": set(),
-        "tablesql.py": {"_UUID", "_WITH"},  # a table id; the model's SQL
+        "table_query.py": {"_UUID", "_WITH"},  # a table id; the model's SQL
         "verify.py": {"_NUMBER", "_QUOTED"},
         "answer_format.py": set(),
     }
     for module, names in allowed.items():
-        tree = ast.parse((REPO / "neusym" / "query" / "agent" / module).read_text())
+        tree = ast.parse((REPO / "neusym" / "query" / "answer" / module).read_text())
         compiled = {n.targets[0].id for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name)
                     and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "re.compile"}
         assert compiled == names, (module, compiled ^ names)
@@ -71,7 +73,7 @@ def test_an_evaluation_turns_a_family_off_for_its_answers(corpus_settings, tmp_p
 
     from neusym.evaluation.runner import run_eval
     from neusym.interfaces.cli import app
-    from neusym.query.agent import router
+    from neusym.query.answer import router
 
     question = "How many tables does the SPECTER paper have?"
     assert ask(question, settings=corpus_settings, llm=NoLLM()).route == "symbolic"

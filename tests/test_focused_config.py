@@ -11,9 +11,9 @@ import pytest
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
-from neusym.query.agent import auto
+from neusym.query.answer import focused as auto
 from neusym.query.agent.actions import Environment
-from neusym.query.agent.config import SHIPPED, FocusedConfig, current, using
+from neusym.query.answer.config import SHIPPED, FocusedConfig, current, using
 
 
 def _paper(env, title_start: str) -> list[tuple[str, str]]:

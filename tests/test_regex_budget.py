@@ -22,7 +22,7 @@ def test_the_inventory_finds_the_patterns_that_reach_user_text():
     found = {f.where for f in patterns()}
     assert "neusym.interfaces.service.openai_compat._REFERENCE_LINE" in found  # the chat history (X1)
     assert "neusym.query.sqlsafe._IMPORT_RE" in found  # user SQL
-    assert any(w.startswith("neusym.query.agent.cues.CUES") for w in found)  # cues read the question
+    assert any(w.startswith("neusym.query.answer.cues.CUES") for w in found)  # cues read the question
     assert len(found) > 150
 
 

@@ -1,4 +1,4 @@
-"""Table questions through SQL (neusym/query/agent/tablesql.py) on a real table of a sample PDF:
+"""Table questions through SQL (neusym/query/answer/table_query.py) on a real table of a sample PDF:
 Table 1 of the Semantic Scholar literature-graph paper (page 3, ScienceParse's precision / recall / F1
 per metadata field), read by hand from the PDF: title 85.5 (the lowest F1), authors 92.1, year 97.3."""
 
@@ -13,7 +13,7 @@ import pytest
 from neusym.settings import Settings
 
 from neusym.query.agent.actions import Environment
-from neusym.query.agent.tablesql import TableRelation, bound_sql, closest_name, link_names, load_relation
+from neusym.query.answer.table_query import TableRelation, bound_sql, closest_name, link_names, load_relation
 from neusym.query.ask import ask
 
 from .conftest import REPO, SAMPLES
@@ -35,7 +35,7 @@ def sql_settings(corpus_settings):
 @pytest.fixture
 def cells_form():
     """The table shown as one row per data cell (``FocusedConfig.table_form`` "cells"), the form before "wide"."""
-    from neusym.query.agent.config import FocusedConfig, using
+    from neusym.query.answer.config import FocusedConfig, using
 
     with using(FocusedConfig(table_form="cells")):
         yield
@@ -164,7 +164,7 @@ def test_the_offline_model_writes_a_query_that_finds_the_lowest_f1(corpus_settin
     """The offline coder model (Qwen2.5-Coder-1.5B) on the real table: its query gives the row."""
     from neusym.llm.chat import LocalLlamaLLM
     from neusym.llm.model_files import offline_model_path
-    from neusym.query.agent.tablesql import query_table
+    from neusym.query.answer.table_query import query_table
 
     monkeypatch.setenv("NEUSYM_HOME", str(REPO / ".neusym"))  # the model files shared with the demo
     llm = LocalLlamaLLM(corpus_settings, model_path=offline_model_path(corpus_settings.model_copy(
@@ -183,7 +183,7 @@ def test_the_offline_model_writes_a_query_that_finds_the_lowest_f1(corpus_settin
 def test_a_result_wider_than_the_format_is_shaped_by_dropping_what_the_query_filtered_on(corpus_settings, graph):
     """The offline model often selects the header it filtered on, or the row name beside a single
     value asked for: the rows still carry the answer in the shape the format asks for."""
-    from neusym.query.agent.tablesql import SqlResult, shaped_result
+    from neusym.query.answer.table_query import SqlResult, shaped_result
 
     _, table_id = graph
     with Environment(corpus_settings) as env:
@@ -208,7 +208,7 @@ def test_a_question_names_the_table_whose_rows_and_columns_it_shares_words_with(
     """The table slot opens when the question names a stored table's row and column (Table 1 of the
     literature-graph paper: rows title, authors, year, ...; columns Precision, Recall, F1), read from
     the table's own labels rather than from wording rules."""
-    from neusym.query.agent.auto import tables_the_question_names
+    from neusym.query.answer.focused import tables_the_question_names
 
     pid, table_id = graph
     with pymupdf.open(GRAPH_PDF) as doc:
@@ -241,7 +241,7 @@ def test_a_question_naming_rows_and_columns_gets_the_table_as_evidence_but_no_qu
 def test_the_wide_form_has_one_column_per_header_path_and_runs_bound_to_that_table(corpus_settings, graph):
     """``table_form`` "wide": the same table as t(row_no, row_name, Precision, Recall, F1) — the
     row-label column is row_name, not a column of its own — with its rows listed in the prompt."""
-    from neusym.query.agent.tablesql import bound_wide_sql, link_wide_names, wide_columns, wide_prompt
+    from neusym.query.answer.table_query import bound_wide_sql, link_wide_names, wide_columns, wide_prompt
 
     _, table_id = graph
     with Environment(corpus_settings) as env:

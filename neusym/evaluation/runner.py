@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from neusym.query.agent.config import FocusedConfig
-from neusym.query.agent.cues import families_off
+from neusym.query.answer.config import FocusedConfig
+from neusym.query.answer.cues import families_off
 from neusym.query.agent.actions import Environment
 from neusym.llm.chat import LLM, OpenAICompatibleLLM, make_llm
 from neusym.query.agent.methods import Method, MethodError, get_method
@@ -358,7 +358,7 @@ def answer_item(
     """Answer one question and return its output line (never raises for the item's own problems:
     unknown paper ids, LLM failures and unexpected exceptions become ``error``). ``focused``: the
     focused route's configuration (default the shipped one); ``cues_off``: cue families turned off
-    while it answers (:func:`neusym.query.agent.cues.families_off`, an ablation)."""
+    while it answers (:func:`neusym.query.answer.cues.families_off`, an ablation)."""
     started = time.monotonic()
     record = empty_record(question, method)
     try:
@@ -417,8 +417,8 @@ def run_eval(
     ``llm`` / ``env``: defaults :func:`make_llm(settings)` / an :class:`Environment` over
     ``settings`` (closed on return); ``on_start(n)`` is called with the number of questions to
     answer, ``on_item(record)`` after each line is written; ``focused``: the focused route's
-    configuration (:class:`neusym.query.agent.config.FocusedConfig`; default the shipped one), for
-    measuring a variant of it; ``cues_off``: cue families (:mod:`neusym.query.agent.cues`) turned off
+    configuration (:class:`neusym.query.answer.config.FocusedConfig`; default the shipped one), for
+    measuring a variant of it; ``cues_off``: cue families (:mod:`neusym.query.answer.cues`) turned off
     for every answer, to measure what a family is worth.
 
     Raises :class:`QuestionFileError` / :class:`PredictionFileError` for unusable files (before any

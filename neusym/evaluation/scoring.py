@@ -12,7 +12,7 @@ Accuracy is the mean score (0–1) over all questions of the file (``overall``) 
 carrying each tag (``by_tag``: the paper's single/multiple/retrieval, text/table/image/formula/
 metadata, subjective/objective, plus any other tag present), and over the predictions whose answer
 carries a verification (method ``auto``), per its basis and status (``by_verification``: how often a
-``pass`` of each basis is right — :mod:`neusym.query.agent.verify`). Predictions whose uuid is not in the
+``pass`` of each basis is right — :mod:`neusym.query.answer.verify`). Predictions whose uuid is not in the
 questions file are ignored and counted. Mean turns, prompt/completion tokens and seconds are over
 the questions that have a prediction without a run error.
 """

@@ -756,9 +756,9 @@ def eval_run_cmd(
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first K questions of the file."),
     retry_errors: bool = typer.Option(False, "--retry-errors", help="Re-run questions whose line has an error."),
     focused: Optional[str] = typer.Option(None, "--focused", help="A variant of the focused route's configuration "
-                                          "as JSON, e.g. '{\"evidence_items\": 6}' (neusym.query.agent.config)."),
+                                          "as JSON, e.g. '{\"evidence_items\": 6}' (neusym.query.answer.config)."),
     cues_off: Optional[str] = typer.Option(None, "--cues-off", help="Cue families to turn off for every answer, "
-                                           "as a JSON list, e.g. '[\"computation\"]' (neusym.query.agent.cues)."),
+                                           "as a JSON list, e.g. '[\"computation\"]' (neusym.query.answer.cues)."),
 ) -> None:
     """Answer every question with one method, one JSON line per question (resumable)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -830,13 +830,13 @@ def _json_list(option: str, text: str | None) -> list[str]:
 
 
 def _focused_config(text: str | None):
-    """``--focused JSON`` as a :class:`neusym.query.agent.config.FocusedConfig` (None when not given);
+    """``--focused JSON`` as a :class:`neusym.query.answer.config.FocusedConfig` (None when not given);
     exits 2 with the field and the reason for bad JSON, an unknown field or a value out of range."""
     if text is None:
         return None
     from pydantic import ValidationError
 
-    from neusym.query.agent.config import FocusedConfig
+    from neusym.query.answer.config import FocusedConfig
 
     try:
         return FocusedConfig.model_validate_json(text)

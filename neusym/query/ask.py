@@ -3,7 +3,7 @@
 
 It resolves the method (:data:`neusym.query.agent.methods.DEFAULT_METHOD`, ``auto``, when none is
 named), opens the environment on a corpus version, makes the LLM (cancellable when the caller can
-cancel), and hands the question to the router (:func:`neusym.query.agent.router.answer_auto`) or to the
+cancel), and hands the question to the router (:func:`neusym.query.answer.router.answer_auto`) or to the
 ReAct loop of the named method (:func:`neusym.query.agent.react.run_loop`).
 """
 
@@ -15,11 +15,11 @@ from typing import Any, Callable
 from neusym.llm.chat import LLM, CancellableLLM, make_llm
 from neusym.telemetry import measure
 from neusym.query.agent.actions import Environment
-from neusym.query.agent.router import answer_auto
-from neusym.query.agent.config import FocusedConfig, using
+from neusym.query.answer.router import answer_auto
+from neusym.query.answer.config import FocusedConfig, using
 from neusym.query.agent.methods import Method, get_method
 from neusym.query.agent.react import run_loop
-from neusym.query.agent.results import AgentResult, Step
+from neusym.query.answer.results import AgentResult, Step
 from neusym.settings import Settings
 
 
@@ -52,7 +52,7 @@ def ask(
     a running SQL query is killed and :class:`neusym.llm.chat.RunCancelled` is raised;
     ``conferences``: AirQA ``conference`` scope (``["acl2023"]``) for the router's paper search;
     ``focused``: the focused route's configuration
-    (:class:`neusym.query.agent.config.FocusedConfig`; default the shipped one).
+    (:class:`neusym.query.answer.config.FocusedConfig`; default the shipped one).
 
     Raises :class:`neusym.query.agent.methods.MethodError` for an unknown method, TypeError when
     ``focused`` is not a FocusedConfig,
@@ -76,7 +76,7 @@ def _ask(question: str, *, settings: Settings, chosen: Method, paper_ids: list[s
     try:
         with measure() as clock:
             if chosen.name == "auto":
-                result = answer_auto(question, settings=settings, llm=llm, paper_ids=paper_ids,
+                result = answer_auto(question, settings=settings, llm=llm, paper_ids=paper_ids, agent_loop=run_loop,
                                      answer_format=answer_format, env=env, on_step=on_step, conferences=conferences)
             else:
                 result = run_loop(question, settings=settings, llm=llm, paper_ids=paper_ids, answer_format=answer_format,

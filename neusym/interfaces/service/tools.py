@@ -112,7 +112,7 @@ class CorpusTools:
         :class:`ToolInputError` for an unknown collection/table/column, a malformed filter or an
         unavailable vector store.
         """
-        from neusym.query.agent.citations import citations_for
+        from neusym.query.answer.citations import citations_for
 
         params = {"query": query, "collection_name": collection_name, "table_name": table_name,
                   "column_name": column_name, "filter": filter or "", "limit": limit}
@@ -247,7 +247,7 @@ class CorpusTools:
         table in a column of that key's name (``table_id`` -> tables ...), quoting the row's longest
         text value; none when the result has no such column."""
         from neusym.encode import PRIMARY_KEYS
-        from neusym.query.agent.citations import cell_rows
+        from neusym.query.answer.citations import cell_rows
 
         if result is None or not result.rows:
             return []

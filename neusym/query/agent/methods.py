@@ -1,7 +1,7 @@
 """The RAG methods of the paper's Table 3 as restrictions of one agent and one environment.
 
 Every method runs :func:`neusym.query.agent.react.run_loop` (``auto``: the router of
-:mod:`neusym.query.agent.auto`; both through :func:`neusym.query.ask.ask`) over the same
+:mod:`neusym.query.answer.focused`; both through :func:`neusym.query.ask.ask`) over the same
 :class:`~neusym.query.agent.actions.Environment` and the same five actions; a :class:`Method` only says
 
 - which action types the LLM may choose on its non-final turns (``actions``; the final turn always
@@ -145,7 +145,7 @@ METHODS: dict[str, Method] = {
     for m in (
         Method("neusym", "NeuSym-RAG: all five actions over the database and the vectorstore, multi-turn", ACTION_TYPES),
         Method("auto", "router: SQL templates, paper search, focused reading (one LLM call) or the NeuSym-RAG loop, "
-               "with verification and citations (neusym/query/agent/auto.py)", ACTION_TYPES),
+               "with verification and citations (neusym/query/answer/focused.py)", ACTION_TYPES),
         Method(
             "question-only",
             "no retrieval: the LLM answers from the question alone",

@@ -36,7 +36,7 @@ from neusym.query.agent.actions import (
     validate_action,
 )
 from neusym.llm.chat import LLM, ContextOverflowError, LLMReply, make_llm
-from neusym.query.agent.results import AgentResult, Step
+from neusym.query.answer.results import AgentResult, Step
 from neusym.query.agent.methods import Method, MethodError, context_actions, get_method
 from neusym.errors import ActionError, NeusymError
 from neusym.settings import Settings
@@ -229,9 +229,9 @@ def _verify_and_repair(result: AgentResult, env: Environment, hits: list[dict], 
     put in the shape ``answer_format`` asks for where possible, and its shape, numbers, quotes and
     list items are checked against the run's observations; a failure gets one repair turn
     (GenerateAnswer only) with the failed claims named."""
-    from neusym.query.agent.answer_format import conform
-    from neusym.query.agent.citations import citations_for
-    from neusym.query.agent.verify import verify
+    from neusym.query.answer.answer_format import conform
+    from neusym.query.answer.citations import citations_for
+    from neusym.query.answer.verify import verify
 
     evidence = [s.observation for s in result.trajectory if s.observation] + [h.get("text") or "" for h in hits]
     shaped = conform(result.answer, answer_format)

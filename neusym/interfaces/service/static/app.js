@@ -449,7 +449,7 @@ function renderAnswer(a) {
     const mark = c.ok === true ? "✓" : c.ok === false ? "✗" : "?";
     return [mark, c.claim ? `“${c.claim}”` : null, c.kind ? `(${c.kind})` : null, c.detail || null].filter(Boolean).join(" ");
   };
-  const basis = v && v.basis_text;  // what the answer is (neusym.query.agent.verify.BASES)
+  const basis = v && v.basis_text;  // what the answer is (neusym.query.answer.verify.BASES)
   $("verification").replaceChildren(...(v ? [
     el("p", { class: "verification " + v.status, "data-status": v.status, "data-basis": v.basis || "" },
       `verification: ${v.status}${v.repaired ? " (after one repair round)" : ""}${basis ? " · " + basis : ""}`),

@@ -1,5 +1,5 @@
 """What answering a question returns: the :class:`AgentResult` and the :class:`Step` s of its
-trajectory. Shared by every route (:mod:`neusym.query.agent.auto`, the ReAct loop of
+trajectory. Shared by every route (:mod:`neusym.query.answer.focused`, the ReAct loop of
 :mod:`neusym.query.agent.react`) and every caller (:func:`neusym.query.ask.ask`)."""
 
 from __future__ import annotations
@@ -57,8 +57,8 @@ class AgentResult:
     the ``trajectory`` of steps, ``turns`` (LLM calls), token usage, wall-clock ``seconds``,
     ``stop_reason`` (``answered``, ``max_turns`` or ``time_limit``: ``settings.agent_max_seconds``
     ran out) and the ``method`` name. Method ``auto`` also sets ``route`` (missing_paper, paper_search,
-    symbolic, focused, agent: :data:`neusym.query.agent.router.ROUTE_NAMES`) with the ``route_features`` behind it, ``verification`` (``{"status": pass / fail
-    / unverifiable, "repaired", "checks"}``), ``citations`` (:class:`neusym.query.agent.citations.Citation`
+    symbolic, focused, agent: :data:`neusym.query.answer.router.ROUTE_NAMES`) with the ``route_features`` behind it, ``verification`` (``{"status": pass / fail
+    / unverifiable, "repaired", "checks"}``), ``citations`` (:class:`neusym.query.answer.citations.Citation`
     dicts) and, for paper search, the ranked ``candidates``."""
 
     question: str

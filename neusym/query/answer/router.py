@@ -11,11 +11,11 @@ question to its :meth:`Route.fallback`.
 Adding a route: one class with ``name``, ``decide``, ``answer`` and ``fallback``, placed in
 :data:`ROUTES` where it should be asked.
 
-The routes (:mod:`neusym.query.agent.auto` holds how focused reading and paper search answer):
+The routes (:mod:`neusym.query.answer.focused` holds how focused reading and paper search answer):
 
 ============== ===================================================================================
 ``symbolic``   a quoted title that names no paper of the corpus; metadata and aggregate questions
-               compiled to SQL templates (:mod:`neusym.query.agent.symbolic`); no LLM; a template
+               compiled to SQL templates (:mod:`neusym.query.answer.symbolic`); no LLM; a template
                answer without the shape the answer format asks for falls back to ``focused``
 ``paper_search`` "which paper / find the work that ...": the paper index; no LLM
 ``focused``    the text, tables, figures, formulas of one or several given or named papers; one LLM
@@ -26,25 +26,28 @@ The routes (:mod:`neusym.query.agent.auto` holds how focused reading and paper s
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
-from neusym.telemetry import phase
+from neusym.errors import NeusymError
 from neusym.llm.chat import make_llm
-from neusym.query.agent.actions import Environment
-from neusym.query.agent.answer_format import conform
-from neusym.query.agent.auto import (
-    answer_focused,
-    answer_paper_search,
-    features,
-    llm_route,
+from neusym.query.answer.answer_format import conform
+from neusym.query.answer.citations import citations_for
+from neusym.query.answer.cues import (
+    ENTITY as _ENTITY,
+    MODALITY_FIGURE,
+    MODALITY_FORMULA,
+    MODALITY_TABLE,
+    PAPER_SEARCH as _PAPER_CUE,
+    TITLE_FORMAT as _TITLE_FORMAT,
 )
-from neusym.query.agent.citations import citations_for
-from neusym.query.agent.react import run_loop
-from neusym.query.agent.results import AgentResult, Step
-from neusym.query.agent.symbolic import (
+from neusym.query.answer.focused import answer_focused
+from neusym.query.answer.paper_search import answer_paper_search
+from neusym.query.answer.results import AgentResult, Step
+from neusym.query.answer.symbolic import (
     Intent,
     answer_intent,
     paper_catalog,
@@ -53,9 +56,55 @@ from neusym.query.agent.symbolic import (
     resolve_papers,
     unknown_titles,
 )
-from neusym.query.agent.verify import Check, Verification, verify
+from neusym.query.answer.verify import Check, Verification, verify
+from neusym.telemetry import phase
 
 logger = logging.getLogger(__name__)
+
+_MODALITY = {"table": MODALITY_TABLE, "figure": MODALITY_FIGURE, "formula": MODALITY_FORMULA}
+
+
+
+# ------------------------------------------------------------------------------------------ routing
+_UNSET: Any = object()
+
+
+def features(question: str, paper_ids: list[str] | None, answer_format: str | None, *, intent: Any = _UNSET) -> dict:
+    """SymRAG-style cheap features of a question (no model): sizes, entity count and cue flags.
+    ``intent``: the question's :func:`neusym.query.answer.symbolic.parse_intent` when the caller has it."""
+    q = " ".join((question or "").split())
+    if intent is _UNSET:
+        intent = parse_intent(q)
+    return {
+        "tokens": len(q.split()),
+        "entities": len(_ENTITY.findall(question or "")),
+        "papers_given": len(paper_ids or []),
+        "paper_search_cue": bool(_PAPER_CUE.search(q)),
+        "title_format": bool(_TITLE_FORMAT.search(answer_format or "")),
+        "modality": [m for m, rx in _MODALITY.items() if rx.search(q)],
+        "symbolic_intent": intent.kind if intent else None,
+    }
+
+
+_ROUTE_SCHEMA = {
+    "type": "object",
+    "properties": {"route": {"type": "string", "enum": ["find_paper", "one_paper_detail", "several_papers_or_open"]}},
+    "required": ["route"],
+    "additionalProperties": False,
+}
+
+
+def llm_route(question: str, answer_format: str | None, llm: Any) -> str:
+    prompt = ("Classify the question about AI research papers.\n"
+              "find_paper: the answer is the title of a paper to be found.\n"
+              "one_paper_detail: a detail of one specific paper.\n"
+              "several_papers_or_open: anything else.\n"
+              f"[Question]: {question}\n[Answer Format]: {answer_format or '-'}")
+    try:
+        reply = llm.chat([{"role": "user", "content": prompt}], json_schema=_ROUTE_SCHEMA, max_tokens=20)
+        return json.loads(reply.text).get("route", "several_papers_or_open")
+    except (NeusymError, ValueError, AttributeError):
+        return "several_papers_or_open"
 
 
 # ------------------------------------------------------------------------------------ facts
@@ -63,9 +112,9 @@ logger = logging.getLogger(__name__)
 class Facts:
     """What the router knows about a question, computed once (:func:`question_facts`).
 
-    ``features``: :func:`neusym.query.agent.auto.features` plus ``papers_resolved``; ``papers``:
+    ``features``: :func:`neusym.query.answer.focused.features` plus ``papers_resolved``; ``papers``:
     (paper_id, title) of the papers given or named; ``intent``: the symbolic intent
-    (:func:`neusym.query.agent.symbolic.parse_intent`) or None; ``missing``: quoted titles that name
+    (:func:`neusym.query.answer.symbolic.parse_intent`) or None; ``missing``: quoted titles that name
     no paper of the corpus (only looked for when no paper is given)."""
 
     question: str
@@ -123,6 +172,9 @@ class Run:
     result: AgentResult
     add_step: Callable[[Step], None]
     on_step: Callable[[Step], None] | None = None
+    agent_loop: Callable[..., AgentResult] | None = None
+    """The NeuSym-RAG loop the ``agent`` route runs (:func:`neusym.query.agent.react.run_loop`, given by
+    :func:`neusym.query.ask.ask`: the agent package stands on this one, not the reverse)."""
 
 
 # ------------------------------------------------------------------------------------ routes
@@ -254,9 +306,11 @@ class AgentRoute:
 
     def answer(self, facts: Facts, decision: RouteDecision, run: Run) -> AgentResult:
         result = run.result
-        sub = run_loop(facts.question, settings=run.settings, llm=run.get_llm(), paper_ids=facts.paper_ids,
-                       answer_format=facts.answer_format, env=run.env, on_step=run.on_step, method="neusym",
-                       conferences=facts.conferences, _record=True)
+        if run.agent_loop is None:
+            raise NeusymError("the agent route needs the agent loop: ask through neusym.query.ask.ask")
+        sub = run.agent_loop(facts.question, settings=run.settings, llm=run.get_llm(), paper_ids=facts.paper_ids,
+                             answer_format=facts.answer_format, env=run.env, on_step=run.on_step, method="neusym",
+                             conferences=facts.conferences, _record=True)
         sub.method, sub.route, sub.route_features = "auto", "agent", result.route_features
         sub.turns += result.turns
         sub.trajectory = result.trajectory + sub.trajectory
@@ -307,17 +361,17 @@ def route_question(question: str, *, paper_ids: list[str] | None, answer_format:
                          chosen=route_by_name("agent"))
 
 
-def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: list[str] | None = None,
-                answer_format: str | None = None, env: Any = None, on_step: Callable[[Any], None] | None = None,
-                conferences: list[str] | None = None) -> AgentResult:
+def answer_auto(question: str, *, settings: Any, env: Any, llm: Any = None, paper_ids: list[str] | None = None,
+                answer_format: str | None = None, on_step: Callable[[Any], None] | None = None,
+                conferences: list[str] | None = None,
+                agent_loop: Callable[..., AgentResult] | None = None) -> AgentResult:
     """Answer ``question`` with the router; returns an :class:`AgentResult` with ``route``,
     ``route_features``, ``verification`` and ``citations`` set, and the steps taken as its
-    trajectory. Arguments as for :func:`neusym.query.ask.ask`. Raises
-    :class:`neusym.llm.chat.LLMError` when an LLM call fails, NoCorpusVersion when nothing is
-    published."""
+    trajectory. ``env``: the agent's environment on one corpus version (not closed here);
+    ``agent_loop``: what the ``agent`` route runs (:attr:`Run.agent_loop`); the other arguments as
+    for :func:`neusym.query.ask.ask`. Raises :class:`neusym.llm.chat.LLMError` when an LLM call
+    fails, NoCorpusVersion when nothing is published."""
     started = time.monotonic()
-    own_env = env is None
-    env = env or Environment(settings)
     result = AgentResult(question=question, answer=None, method="auto")
     lazy_llm: list[Any] = [llm]
 
@@ -331,7 +385,7 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
         if on_step:
             on_step(step)
 
-    run = Run(settings, env, get_llm, result, add_step, on_step)
+    run = Run(settings, env, get_llm, result, add_step, on_step, agent_loop)
     try:
         with phase("route", owns_llm=True):
             facts = question_facts(question, paper_ids=paper_ids, answer_format=answer_format, env=env,
@@ -354,8 +408,6 @@ def answer_auto(question: str, *, settings: Any, llm: Any = None, paper_ids: lis
             result.route_features["reason"] += f"; template had no answer in the format's shape, {route.name} instead"
     finally:
         result.seconds = time.monotonic() - started
-        if own_env:
-            env.close()
 
 
 __all__ = ["Facts", "ROUTES", "ROUTE_NAMES", "Route", "RouteDecision", "Run", "answer_auto", "question_facts",

@@ -3,7 +3,7 @@
 BookRAG's global-aggregation idea over the section tree: "How many tables does the SPECTER paper
 have?", "How many figures are in the Experiments section?", "Who is the last author?", "How many
 pages?". :func:`parse_intent` recognises these questions (with the cues of
-:mod:`neusym.query.agent.cues`), :func:`resolve_papers` finds the paper they are
+:mod:`neusym.query.answer.cues`), :func:`resolve_papers` finds the paper they are
 about (given paper ids, or a title or short name — the part of a title before its colon — named in
 the question), and :func:`answer_intent` runs parameterised SQL on the corpus version and returns the
 typed answer, the SQL it ran and the cells it read (for citations).
@@ -22,7 +22,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
-from neusym.query.agent.cues import (
+from neusym.query.answer.cues import (
     AFFILIATED as _AFFILIATED,
     AND_ASKS as _AND_ASKS,
     AND_ELEMENT as _AND_ELEMENT,
@@ -308,11 +308,11 @@ def answer_intent(intent: Intent, paper: tuple[str, str], env: Any, answer_forma
 def _answer_author_marks(intent: Intent, paper: tuple[str, str], env: Any,
                          answer_format: str | None) -> SymbolicAnswer | None:
     """Authors affiliated with ``intent.org``, read from the marks of page 1's author block
-    (:mod:`neusym.query.agent.authorblock`) for the names in ``metadata.authors``.
+    (:mod:`neusym.query.answer.authorblock`) for the names in ``metadata.authors``.
     An integer when the format asks for one (how many), one name when it asks for a string and one
     author qualifies, else the list. None when the block cannot be read unambiguously."""
-    from neusym.query.agent.answer_format import shape_of
-    from neusym.query.agent.authorblock import affiliated_authors
+    from neusym.query.answer.answer_format import shape_of
+    from neusym.query.answer.authorblock import affiliated_authors
 
     pid, title = paper
     sql_authors = "SELECT authors FROM metadata WHERE paper_id = ?"

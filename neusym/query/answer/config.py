@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class FocusedConfig(BaseModel):
-    """Tunable parts of the focused route (``neusym.query.agent.auto``) and its table query
-    (``neusym.query.agent.tablesql``). Unknown fields and out-of-range values raise
+    """Tunable parts of the focused route (``neusym.query.answer.focused``) and its table query
+    (``neusym.query.answer.table_query``). Unknown fields and out-of-range values raise
     :class:`pydantic.ValidationError` naming the field."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

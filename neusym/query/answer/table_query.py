@@ -4,7 +4,7 @@ A 1.5B coder model reads a long table badly (it answers with the neighbouring ro
 footnote mark) but writes a short SQL query reliably. So when the focused route's evidence holds a
 table, the model is shown that table as a relation built from ``table_cells``
 (:mod:`neusym.ingest.parse.cells`) and writes one ``SELECT`` over it. The relation has two forms
-(``FocusedConfig.table_form``, :mod:`neusym.query.agent.config`):
+(``FocusedConfig.table_form``, :mod:`neusym.query.answer.config`):
 
 - ``"wide"`` (the default): one row per table row, one column per header path, the form of
   text-to-SQL benchmarks a coder model has seen most::
@@ -42,8 +42,8 @@ from functools import cached_property
 from typing import Any
 
 from neusym.errors import NeusymError
-from neusym.query.agent.config import current
-from neusym.query.agent.cues import WITHOUT_YEAR
+from neusym.query.answer.config import current
+from neusym.query.answer.cues import WITHOUT_YEAR
 
 #: Header paths / row headers listed in the prompt at most (a larger table is listed in part, its size said).
 MAX_LISTED = 40
@@ -548,7 +548,7 @@ def _is_number(value: Any) -> bool:
 
 def shaped_result(result: SqlResult, answer_format: str | None) -> Any:
     """The query's rows as the answer, when their shape is the one the answer format asks for
-    (:func:`neusym.query.agent.answer_format.shape_of`): a list of N elements from one row of N
+    (:func:`neusym.query.answer.answer_format.shape_of`): a list of N elements from one row of N
     columns or N rows of one column; a list of any length from the rows of one column; one number
     from a one-row result with exactly one numeric column (the row's name beside it is the query
     saying which row it read); one string from a one-by-one result. A result wider than the list
@@ -557,7 +557,7 @@ def shaped_result(result: SqlResult, answer_format: str | None) -> Any:
     (:func:`answer_label`: ligatures, "without the year"). None
     otherwise (a yes/no question, more rows than asked for, words where a number is asked): the rows
     are then evidence for the answer call."""
-    from neusym.query.agent.answer_format import shape_of
+    from neusym.query.answer.answer_format import shape_of
 
     if not result.ok:
         return None

@@ -13,10 +13,10 @@ SR-RAG's verification of intermediate answers, with DuckDB as the symbolic engin
 - ``item``: short list items (names, datasets, metrics) must occur in the evidence; a short single
   answer (a name, a term) passes when it occurs there and is left undecided when it does not;
 - ``format``: the answer has the shape its answer format asks for (a single integer, a Python list
-  of two elements, ...), after :func:`neusym.query.agent.answer_format.conform` repaired what it could;
+  of two elements, ...), after :func:`neusym.query.answer.answer_format.conform` repaired what it could;
 - ``calc``: a number the answer wrote as an arithmetic expression was computed by CalculateExpr;
   the numbers checked against the evidence are then the expression's operands;
-- ``sql``: the answer rests on a query over a table's cells (:mod:`neusym.query.agent.tablesql`);
+- ``sql``: the answer rests on a query over a table's cells (:mod:`neusym.query.answer.table_query`);
   the query re-run gave the same rows (pass) or not (fail).
 
 Status: ``pass`` when every check passed (and there was at least one), ``fail`` when one failed,
@@ -40,7 +40,7 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
-from neusym.query.agent.cues import (
+from neusym.query.answer.cues import (
     ASKS_TO_COMPUTE as _COMPUTE,
 )
 
@@ -152,7 +152,7 @@ def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[
     ``titles``: the corpus's normalised titles, when the answer is a paper title (paper search: basis
     ``search``); ``symbolic_sql``: the SQL that computed the answer (symbolic route: basis
     ``computed``; otherwise the basis is ``read``); ``conformed``: the
-    :class:`neusym.query.agent.answer_format.Conformed` result for ``answer`` (adds the ``format`` and
+    :class:`neusym.query.answer.answer_format.Conformed` result for ``answer`` (adds the ``format`` and
     ``calc`` checks; ``answer`` should then be the text the model wrote). Never raises.
     """
     text = answer if isinstance(answer, str) else repr(answer)
@@ -201,7 +201,7 @@ def verify(answer: Any, evidence: list[str], *, question: str = "", titles: set[
 
 def normalised_titles(env: Any) -> set[str]:
     """The corpus's titles in the verifier's normal form (for the ``title`` check)."""
-    from neusym.query.agent.symbolic import paper_catalog
+    from neusym.query.answer.symbolic import paper_catalog
 
     return {_norm(t) for _, t, _ in paper_catalog(env)}
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from neusym.values import UNPARSED, clean_text, coerce_bool, coerce_number, parse_literal
-from neusym.query.agent.cues import (
+from neusym.query.answer.cues import (
     FORMAT_BOOL as _BOOL,
     FORMAT_DECIMALS as _DECIMALS,
     FORMAT_FLOAT as _FLOAT,

@@ -1,13 +1,13 @@
 """Method ``auto``: what its routes answer with — the question's cheap features, paper search,
 focused reading (evidence, the answer call, table operations), verification and citations. The
-routes themselves, as objects in one registry, and the router are :mod:`neusym.query.agent.router`.
+routes themselves, as objects in one registry, and the router are :mod:`neusym.query.answer.router`.
 
 SymRAG's adaptive routing: cheap features of the question (:func:`features`: length, named
 entities, cue words such as *how many*, *which paper*, *table*, *figure*), the
 papers it is about and, only when those leave it open, one constrained LLM call, choose a path:
 
 - ``symbolic`` — metadata and aggregate questions compiled to SQL templates over the section tree
-  (:mod:`neusym.query.agent.symbolic`); no LLM;
+  (:mod:`neusym.query.answer.symbolic`); no LLM;
 - ``paper_search`` — "which paper / find the work that ..." answered by the paper index with
   venue/year/author filters parsed from the question and the AirQA ``conference`` scope; no LLM;
 - ``focused`` — a question about the text, tables, figures or formulas of one paper or of several
@@ -17,15 +17,15 @@ papers it is about and, only when those leave it open, one constrained LLM call,
   OCR text; then ONE LLM call with a
   compact prompt, its answer typed by the answer format (:func:`answer_schema`). When the evidence
   points at a table, the model first writes one SQL query over that table's cells
-  (:mod:`neusym.query.agent.tablesql`) and DuckDB computes it;
+  (:mod:`neusym.query.answer.table_query`) and DuckDB computes it;
 - ``agent`` — the full NeuSym-RAG loop, for questions that name no paper and do not ask for one
   (open-ended questions over the collection). Questions about several named papers went to the
   agent before: 1 of the 12 dev items that took it was right, 3 of 12 with the focused reading of
   each paper, in one LLM call instead of a median 57 s loop.
 
-Every answer is checked by :func:`neusym.query.agent.verify.verify`; a failed check triggers one repair
+Every answer is checked by :func:`neusym.query.answer.verify.verify`; a failed check triggers one repair
 round (the focused prompt with the failed claims named). Every answer carries the cells it used
-as :class:`neusym.query.agent.citations.Citation`. Each decision is logged with its features.
+as :class:`neusym.query.answer.citations.Citation`. Each decision is logged with its features.
 """
 
 from __future__ import annotations
@@ -39,91 +39,19 @@ from neusym.telemetry import phase
 from neusym.encode import BM25_COLLECTION, DENSE_COLLECTION, PRIMARY_KEYS
 from neusym.errors import NeusymError
 from neusym.ingest.parse.cells import html_rows
-from neusym.query.agent.authorblock import ABSTRACT_HEADING, PUBLICATION_LINE
-from neusym.query.agent.citations import citations_for, word_tokens
-from neusym.query.agent.config import current
-from neusym.query.agent.results import Step
-from neusym.query.agent.symbolic import parse_intent, render_answer
-from neusym.query.agent.verify import Check, Verification, asks_to_compute, normalised_titles, verify
-from neusym.query.agent.cues import (
+from neusym.query.answer.authorblock import ABSTRACT_HEADING, PUBLICATION_LINE
+from neusym.query.answer.citations import citations_for, word_tokens
+from neusym.query.answer.config import current
+from neusym.query.answer.results import Step
+from neusym.query.answer.verify import Check, Verification, asks_to_compute, verify
+from neusym.query.answer.cues import (
     ASSIGNMENT as _ASSIGNMENT,
     ELEMENT_NUMBER_BEFORE as _ELEMENT_NUMBER,
-    ENTITY as _ENTITY,
-    MODALITY_FIGURE,
-    MODALITY_FORMULA,
-    MODALITY_TABLE,
-    PAPER_SEARCH as _PAPER_CUE,
-    TITLE_FORMAT as _TITLE_FORMAT,
-    VENUE_IN_QUESTION as _VENUE_RX,
     WORKED_ASK as _WORKED_ASK,
-    YEAR_IN_QUESTION as _YEAR,
 )
 
 logger = logging.getLogger(__name__)
 
-_MODALITY = {"table": MODALITY_TABLE, "figure": MODALITY_FIGURE, "formula": MODALITY_FORMULA}
-
-
-_CONF = re.compile(r"^([a-z]+)(\d{4})$")
-
-
-# ------------------------------------------------------------------------------------------ routing
-_UNSET: Any = object()
-
-
-def features(question: str, paper_ids: list[str] | None, answer_format: str | None, *, intent: Any = _UNSET) -> dict:
-    """SymRAG-style cheap features of a question (no model): sizes, entity count and cue flags.
-    ``intent``: the question's :func:`neusym.query.agent.symbolic.parse_intent` when the caller has it."""
-    q = " ".join((question or "").split())
-    if intent is _UNSET:
-        intent = parse_intent(q)
-    return {
-        "tokens": len(q.split()),
-        "entities": len(_ENTITY.findall(question or "")),
-        "papers_given": len(paper_ids or []),
-        "paper_search_cue": bool(_PAPER_CUE.search(q)),
-        "title_format": bool(_TITLE_FORMAT.search(answer_format or "")),
-        "modality": [m for m, rx in _MODALITY.items() if rx.search(q)],
-        "symbolic_intent": intent.kind if intent else None,
-    }
-
-
-_ROUTE_SCHEMA = {
-    "type": "object",
-    "properties": {"route": {"type": "string", "enum": ["find_paper", "one_paper_detail", "several_papers_or_open"]}},
-    "required": ["route"],
-    "additionalProperties": False,
-}
-
-
-def llm_route(question: str, answer_format: str | None, llm: Any) -> str:
-    prompt = ("Classify the question about AI research papers.\n"
-              "find_paper: the answer is the title of a paper to be found.\n"
-              "one_paper_detail: a detail of one specific paper.\n"
-              "several_papers_or_open: anything else.\n"
-              f"[Question]: {question}\n[Answer Format]: {answer_format or '-'}")
-    try:
-        reply = llm.chat([{"role": "user", "content": prompt}], json_schema=_ROUTE_SCHEMA, max_tokens=20)
-        return json.loads(reply.text).get("route", "several_papers_or_open")
-    except (NeusymError, ValueError, AttributeError):
-        return "several_papers_or_open"
-
-
-# ------------------------------------------------------------------------------------ paper search
-def search_filters(question: str, conferences: list[str] | None) -> dict:
-    """venue / year filters for paper search: the AirQA ``conference`` scope (``["acl2023"]``) when
-    it names one conference, else a venue (and year) named in the question ("at ACL 2023")."""
-    if conferences and len(conferences) == 1:
-        m = _CONF.match(conferences[0].strip().lower())
-        if m:
-            return {"venue": m.group(1), "year": int(m.group(2))}
-    m = _VENUE_RX.search(question or "")
-    if m:
-        out: dict = {"venue": m.group(1).lower().replace("nips", "neurips")}
-        if m.group(2):
-            out["year"] = int(m.group(2))
-        return out
-    return {}
 
 
 # -------------------------------------------------------------------------------- focused reading
@@ -137,7 +65,7 @@ FOCUS_VIEWS = [  # (table, column, collections, modality)
 ]
 #: The tunable parts of focused reading (hits per list, fusion weights, excerpts kept and their length,
 #: front matter, tables from text, the table query's gate) are one typed configuration,
-#: :class:`neusym.query.agent.config.FocusedConfig`, read with :func:`~neusym.query.agent.config.current`.
+#: :class:`neusym.query.answer.config.FocusedConfig`, read with :func:`~neusym.query.answer.config.current`.
 
 
 def front_matter(page_text: str) -> str:
@@ -446,7 +374,7 @@ def worked_computation(question: str) -> bool:
 
 def answer_schema(answer_format: str | None, *, compute: bool = False, worked: bool = False) -> dict:
     """The JSON schema of the focused answer: ``{"answer": <value>, "evidence": [excerpt numbers]}``
-    with ``<value>`` typed as the answer format asks (:func:`neusym.query.agent.answer_format.shape_of`):
+    with ``<value>`` typed as the answer format asks (:func:`neusym.query.answer.answer_format.shape_of`):
     a JSON array of exactly N strings / numbers / booleans for "a Python list of N elements", an
     integer, a number, a boolean, else a string. Constraining a small model to a string when the
     format asks for a list or a number made it write fragments such as ``:[`` or ``,27``.
@@ -454,7 +382,7 @@ def answer_schema(answer_format: str | None, *, compute: bool = False, worked: b
     an arithmetic expression (list elements always may), computed afterwards by CalculateExpr.
     ``worked`` (:func:`worked_computation`): a number must be such an expression: answering the number
     directly, the 1.5B model got none of the dev set's seven worked computations right."""
-    from neusym.query.agent.answer_format import shape_of
+    from neusym.query.answer.answer_format import shape_of
 
     shape = shape_of(answer_format)
     expression = {"type": "string", "maxLength": 200}
@@ -551,36 +479,6 @@ def formula_expression(formula: Any) -> str | None:
 
 
 # ------------------------------------------------------------------------------------ orchestration
-def answer_paper_search(question: str, conferences: list[str] | None, env: Any, settings: Any, result: Any,
-                        add_step: Callable) -> Any:
-    """The ``paper_search`` route: the paper index searched with the question (filters from
-    :func:`search_filters`; without them when they leave nothing); the top hit's title is the
-    answer, verified to be a corpus title, the hits are the ``candidates``."""
-    from neusym.store.paper_index import PaperIndex
-
-    with phase("retrieval"):
-        filters = search_filters(question, conferences)
-        index = PaperIndex.of_version(env.version, settings)
-        hits = index.search(question, limit=5, **filters)
-        if not hits and filters:
-            hits = index.search(question, limit=5)
-            filters = {}
-    text = "\n".join(f"{i}. {h.title} ({h.venue or '-'} {h.year or ''}) score {h.score}" for i, h in enumerate(hits, 1))
-    add_step(Step(thought=f"paper search with filters {filters or 'none'}", action="SearchPapers",
-                  arguments={"query": question, **filters}, observation=text or "no paper found", fixed=True))
-    if not hits:
-        result.verification = Verification("unverifiable", basis="search").to_dict()
-        return result
-    top = hits[0]
-    result.answer = top.title
-    result.verification = verify(top.title, [], titles=normalised_titles(env)).to_dict()
-    cells = [{"table_name": "metadata", "column_name": "abstract", "primary_key": top.paper_id,
-              "text": top.snippet or top.title}]
-    result.citations = [c.to_dict() for c in citations_for(env, cells, question)]
-    result.candidates = [h.to_dict() for h in hits]
-    return result
-
-
 def tables_the_question_names(question: str, papers: list[tuple[str, str]], env: Any) -> list[str]:
     """The stored tables of ``papers`` whose structure the question names: ids (``tables.table_id``,
     as strings) of the tables whose rows and columns each share a content word with the question,
@@ -697,7 +595,7 @@ def _texts(cells: list[dict]) -> list[str]:
 
 def _table_sql(question: str, answer_format: str | None, cells: list[dict], route_features: dict, env: Any,
                llm: Any, result: Any, add_step: Callable) -> tuple[list[dict], Any]:
-    """Answer over a retrieved table with SQL (:mod:`neusym.query.agent.tablesql`) when the evidence
+    """Answer over a retrieved table with SQL (:mod:`neusym.query.answer.table_query`) when the evidence
     points at a table: the best-ranked excerpt is a table or the question names tables (router
     modality) — unless the question gives the numbers to compute with (:func:`worked_computation`).
     A question that only shares words with a table's rows and columns
@@ -706,9 +604,9 @@ def _table_sql(question: str, answer_format: str | None, cells: list[dict], rout
     (``benchmarks/results/table_menu_removal.json``). The query
     runs over the first table among ``cells``. Its rows become the first evidence cell
     (citing the table); returns (cells, (SqlResult, re-run agreed, the rows as the answer when their
-    shape is the format's — :func:`neusym.query.agent.tablesql.shaped_result` — else None)) or
+    shape is the format's — :func:`neusym.query.answer.table_query.shaped_result` — else None)) or
     (cells, None) when no query gave rows."""
-    from neusym.query.agent.tablesql import load_relation, query_table, shaped_result, verify_sql
+    from neusym.query.answer.table_query import load_relation, query_table, shaped_result, verify_sql
 
     tables = [c for c in cells if c.get("table_name") == "tables"]
     if not tables or worked_computation(question):  # it gives the numbers to compute with: nothing to look up
@@ -746,9 +644,9 @@ def _sql_check(sql_result: tuple) -> Check:
 
 
 def _conform(answer: Any, answer_format: str | None, add_step: Callable, compute: bool = False) -> Any:
-    """:func:`neusym.query.agent.answer_format.conform`, recording each computed expression as a
+    """:func:`neusym.query.answer.answer_format.conform`, recording each computed expression as a
     CalculateExpr step."""
-    from neusym.query.agent.answer_format import conform
+    from neusym.query.answer.answer_format import conform
 
     shaped = conform(answer, answer_format, compute_strings=compute)
     for expr, value in shaped.computed:
