@@ -87,6 +87,21 @@ def test_merged_sub_rows_and_dataset_dividers_are_read_as_printed(parsed, pdf, l
     assert right_cells(table, t) == len(t["cells"])
 
 
+def test_group_labels_printed_centred_on_their_rows_cover_them(parsed):
+    """LatticeLSTM's Table 4 prints "Auto seg" and "No seg" in the first column centred on their rows,
+    each between two of them: every row of a block is named by its group, not by the group above
+    (carrying a label down named "Char baseline", the first row of "No seg", after "Auto seg")."""
+    pdf = "acl2018_P18-1144_LatticeLSTM.pdf"
+    (t,) = [t for t in truth_tables() if t["pdf"] == pdf and t["label"] == "Table 4"]
+    table = stored(parsed[pdf], t)
+    assert right_cells(table, t) == len(t["cells"]) == 33
+    groups = {c.row_header.split(" / ")[0] for c in table_cells(table.table_content) if c.number is not None
+              and not c.is_header and " / " in (c.row_header or "")}
+    assert {"Auto seg", "No seg"} <= groups
+    rows = {c.row_header for c in table_cells(table.table_content) if c.number is not None and not c.is_header}
+    assert "No seg / Char baseline" in rows and "Auto seg / Char baseline" not in rows
+
+
 @pytest.mark.parametrize("label", ["Table 3", "Table 4"])
 def test_tables_set_side_by_side_each_keep_their_own_half(parsed, label):
     """Before, Table 4's region took both tables (its caption is higher than Table 3's) and Table 3 had none."""

@@ -36,6 +36,7 @@ def corrections() -> dict:
         "spreads printed under their values joined": (cells, "_join_spread_rows", lambda data: data),
         "header blocks part-way down": (cells, "_header_block", lambda data, i, lead: None),
         "breve between numbers read as ±": (cells, "_BREVE_PLUS_MINUS", __import__("re").compile(r"(?!x)x")),
+        "group labels printed centred on their rows": (tables, "centred_labels", lambda page, box, html: html),
     }
 
 

@@ -43,7 +43,7 @@ from neusym.ingest.parse.text import join_wrapped, norm, unwrap, vocabulary_of
 
 __all__ = ["PARSER_VERSION", "BACKENDS", "FloatDraft", "parse_pdf", "parser_version", "UnparseablePDF"]
 
-PARSER_VERSION = "5"
+PARSER_VERSION = "6"
 """Version of the parse output. Bump it whenever :func:`parse_pdf` can return different records
 for the same PDF bytes, so that staged parses made by an older parser are redone.
 2: ``ref_section_id`` on every element, ``images.image_ocr_text``, landscape (rotated) captions,

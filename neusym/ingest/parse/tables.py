@@ -23,6 +23,11 @@ Corrections of the model's grid, each from the PDF rather than the picture:
 - **group labels**: an empty cell of the first label column takes the one label printed in the same
   band between horizontal rules ("LLaMA" centred over its 7B-65B rows).
 
+The stored grid, whichever source built it: **group labels printed centred** on their rows without
+rules between the groups are spread over those rows from the label's and the rows' positions on the
+page (:func:`centred_labels`), where carrying a label down would give the rows above it to the group
+above.
+
 Every candidate grid, before the choice: **scripts after numbers**, which the text layer fuses onto
 the number they follow ("28.15" with superscript "34" reads "28.1534"), are marked from the spans' font
 sizes and positions (:func:`script_fixes`): a superscript becomes marks ("28.15^34"; over a base of 10 an
@@ -315,6 +320,156 @@ def cells_html(cells: list[_Cell]) -> str | None:
     return grid_html([GridCell(c.row0, c.row1, c.col0, c.col1, c.text, c.header) for c in cells])
 
 
+# ------------------------------------------------------------------------------ centred group labels
+CENTRED_OFFSET = 0.3
+"""A first-column label whose vertical centre is more than this fraction of the row pitch away from its
+row's centre sits between two rows: it is centred on an even number of rows."""
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for t in text.split() if t]
+
+
+def _row_lines(rows: list[list[str]], lines: list[list[tuple]]) -> list[float | None]:
+    """The vertical centre of each grid row: the first text line (in order, after the previous row's)
+    holding at least half of the row's words right of its first cell; None for rows not found."""
+    out: list[float | None] = []
+    start = 0
+    for row in rows:
+        want = [t for c in row[1:] for t in _tokens(c)]
+        found = None
+        if want:
+            for k in range(start, len(lines)):
+                texts = [str(w[4]) for w in lines[k]]
+                hit = [w for w in lines[k] if str(w[4]) in want]
+                if len({str(w[4]) for w in hit}) >= max(1, (len(set(want)) + 1) // 2) and len(texts) >= 1:
+                    found = (k, sum((w[1] + w[3]) / 2 for w in hit) / len(hit))
+                    break
+        if found is None:
+            out.append(None)
+            continue
+        start = found[0] + 1
+        out.append(found[1])
+    return out
+
+
+def centred_labels(page: PageLayout, region: Box | None, html: str | None) -> str | None:
+    """``html`` with the group labels of its first column spread over the rows they are printed centred
+    on, from the page's geometry: a label whose centre lies between two rows (more than
+    :data:`CENTRED_OFFSET` of the row pitch from its row's centre) covers the rows around it, as many
+    above as below, as long as their first cells are empty ("LLaMA" between its 13B and 33B rows covers
+    7B-65B); once a column shows one such label, a label level with its row and with empty first cells
+    on both sides covers those too. The spread label is written as a ``rowspan`` over the block. Returns
+    ``html`` unchanged when nothing applies (no region, fewer than two labels, rows not found)."""
+    from neusym.ingest.parse.cells import html_grid
+    from neusym.ingest.parse.structure import words_in
+
+    if not html or region is None:
+        return html
+    rows, th_rows = html_grid(html)
+    if len(rows) < 4 or min(len(r) for r in rows) < 3:
+        return html
+    body = list(range(th_rows, len(rows)))
+    empty = {i for i in body if not rows[i][0].strip() and rows[i][1].strip()}
+    labelled = [i for i in body if rows[i][0].strip() and any(c.strip() for c in rows[i][1:])]
+    if not empty or len(labelled) < 2:
+        return html
+    words = words_in(page.words(), region)
+    ys = _row_lines(rows, _lines(words))
+    known = [y for i, y in enumerate(ys) if y is not None and i in body]
+    if len(known) < 4:
+        return html
+    pitch = sorted(b - a for a, b in zip(known, known[1:]) if b > a)
+    if not pitch:
+        return html
+    pitch_y = pitch[len(pitch) // 2]
+    second_x = {}  # the left edge of each row's second cell, to find the label's words left of it
+    for i in body:
+        first_tokens = set(_tokens(rows[i][1]))
+        xs = [w[0] for w in words if str(w[4]) in first_tokens and ys[i] is not None
+              and abs((w[1] + w[3]) / 2 - ys[i]) < 0.5 * pitch_y]
+        if xs:
+            second_x[i] = min(xs)
+    left = min(second_x.values()) if second_x else None
+    if left is None:
+        return html
+
+    def label_y(i: int) -> float | None:
+        toks = set(_tokens(rows[i][0]))
+        if ys[i] is None:
+            return None
+        near = [w for w in words if str(w[4]) in toks and w[2] <= left + 1
+                and abs((w[1] + w[3]) / 2 - ys[i]) < 1.5 * pitch_y]
+        return sum((w[1] + w[3]) / 2 for w in near) / len(near) if near else None
+
+    def block(i: int, y: float, between: bool) -> list[int]:
+        above = sorted((r for r in body if ys[r] is not None and ys[r] < y - 0.01 and r != i),
+                       key=lambda r: y - ys[r])
+        below = sorted((r for r in body if ys[r] is not None and ys[r] > y + 0.01 and r != i),
+                       key=lambda r: ys[r] - y)
+        if between:  # the label's own row is the nearest on its side
+            (above if ys[i] < y else below).insert(0, i)
+        out = [] if between else [i]
+        for a, b in zip(above, below):
+            if all(r == i or r in empty for r in (a, b)):
+                out += [a, b]
+            else:
+                break
+        return sorted(set(out)) if len(out) >= 2 else []
+
+    spans: dict[int, list[int]] = {}
+    for i in labelled:
+        y = label_y(i)
+        if y is not None and abs(y - ys[i]) > CENTRED_OFFSET * pitch_y:
+            spans[i] = block(i, y, True)
+    if not any(spans.values()):
+        return html
+    for i in labelled:
+        if i not in spans:
+            y = label_y(i)
+            if y is not None:
+                spans[i] = block(i, y, False)
+    cover: dict[int, tuple[int, int]] = {}  # row -> (label row, block's first row)
+    for i, rs in spans.items():
+        rs = [r for r in rs if r == i or r not in cover]
+        if len(rs) >= 2 and rs == list(range(rs[0], rs[-1] + 1)):
+            for r in rs:
+                cover[r] = (i, rs[0])
+    if not cover:
+        return html
+    return _grid_html(rows, th_rows, {r: rows[i][0] for r, (i, _) in cover.items()},
+                      {first: sum(1 for v in cover.values() if v[1] == first) for _, first in cover.values()})
+
+
+def _grid_html(rows: list[list[str]], th_rows: int, first: dict[int, str], spans: dict[int, int]) -> str:
+    """The expanded grid ``rows`` as HTML again (equal neighbours of a header row as one ``colspan``
+    cell, so it reads back the same), the first cells of ``first``'s rows replaced: a block starting at
+    a row of ``spans`` written once with ``rowspan``."""
+    from html import escape
+
+    out = ["<table>"]
+    for i, row in enumerate(rows):
+        tag = "th" if i < th_rows else "td"
+        cells: list[str] = []
+        j = 0
+        while j < len(row):
+            if j == 0 and i in first:
+                if i in spans:
+                    cells.append(f'<{tag} rowspan="{spans[i]}">{escape(first[i])}</{tag}>')
+                j += 1
+                continue
+            k = j + 1
+            if tag == "th" and row[j].strip():
+                while k < len(row) and row[k] == row[j]:
+                    k += 1
+            span = f' colspan="{k - j}"' if k - j > 1 else ""
+            cells.append(f"<{tag}{span}>{escape(row[j])}</{tag}>")
+            j = k
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
 # ------------------------------------------------------------------------------ the choice
 def _filled_cells(html: str | None) -> int:
     from neusym.ingest.parse.cells import html_rows
@@ -341,13 +496,13 @@ def combine(page: PageLayout, box: Box | None, words_html: str | None, p4l: tupl
     cells = model_table(page, region)
     html = mark_scripts(cells_html(cells), fixes) if cells else None
     if html is None:
-        return TableGrid(before, before_source, region)
+        return TableGrid(centred_labels(page, region, before), before_source, region)
     candidates = [("slanet", html)] + [(name, other) for name, other in
                                        (("pymupdf4llm", p4l[1] if p4l else None), ("words", words_html)) if other]
     scored = [(addressed(h), -i, name, h) for i, (name, h) in enumerate(candidates)]
     best = max(scored)
     notes = [f"{name}: {n} addressed numbers" for n, _, name, _ in scored]
-    return TableGrid(best[3], best[2], region, notes)
+    return TableGrid(centred_labels(page, region, best[3]), best[2], region, notes)
 
 
 def addressed(html: str | None) -> int:
