@@ -55,7 +55,10 @@ from pydantic import Field
 from neusym.interfaces.service.corpus import VersionHolder
 from neusym.interfaces.service.tools import AskRunner, CorpusTools, ToolInputError, ToolResult
 from neusym import package_version
+from neusym.encode import ENCODABLE_COLUMNS
+from neusym.query.agent.actions import MAX_VECTOR_LIMIT
 from neusym.settings import Settings
+from neusym.store.cells import COLLECTIONS
 
 logger = logging.getLogger(__name__)
 
@@ -84,6 +87,73 @@ def _result(out: ToolResult) -> CallToolResult:
     return CallToolResult(content=content, structured_content=out.data)
 
 
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+"""The annotations of every tool but ``ask``: read-only, idempotent, closed world."""
+ASK_ANNOTATIONS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False,
+                                  open_world_hint=False)
+"""The ``ask`` tool's: read-only, but two runs may answer differently."""
+
+_COLLECTIONS = list(COLLECTIONS)
+_TABLES = sorted({t for t, _ in ENCODABLE_COLUMNS})
+_COLUMNS = sorted({c for _, c in ENCODABLE_COLUMNS})
+
+
+def tool_table(settings: Settings) -> list[tuple[str, ToolAnnotations, str]]:
+    """The tools :func:`build_server` registers, in this order: ``(name, annotations, description)``.
+    Each tool runs the :class:`_Handlers` method of its name, whose signature is the tool's argument
+    schema; the SQL tool's description states ``settings``' row and time limits."""
+    pairs = ", ".join(f"{t}.{c}" for t, c in ENCODABLE_COLUMNS)
+    return [
+        ("retrieve_from_database", READ_ONLY, (
+            "Run ONE read-only SQL query (DuckDB dialect) on the corpus database and get the result table. Read the "
+            "resource neusym://schema/database for the tables, columns and their meaning. Only SELECT/WITH; at most "
+            f"{settings.sql_max_rows} rows, a time limit of {settings.sql_timeout_s:g} s and a memory budget per query. "
+            "Match text with ILIKE '%word%'. Rows that carry a primary key (table_id, chunk_id, section_id, "
+            "image_id, equation_id, page_id, reference_id, paper_id) come back with citations (page, bounding box).")),
+        ("retrieve_from_vectorstore", READ_ONLY, (
+            "Similarity search over the encoded text cells of ONE database column (every point is one cell). "
+            f"Encodable table.column pairs: {pairs}. Collections: "
+            + "; ".join(f"{k}: {v}" for k, v in COLLECTIONS.items())
+            + " Returns score, paper_id, page_number, primary_key and the cell text, with a citation per hit.")),
+        ("calculate_expr", READ_ONLY, (
+            "Evaluate an arithmetic expression exactly (numbers, + - * / ** %, parentheses, comparisons, and the "
+            "functions round, abs, min, max, sum, len, sqrt, log, exp...). No variables: put the numbers in.")),
+        ("view_image", READ_ONLY, (
+            "Look at a page of a paper, or a region of it (a table, figure or equation: their bounding_box is in the "
+            "database and in get_paper), as a PNG image, with the PDF text inside the region.")),
+        ("search_papers", READ_ONLY, (
+            "Find papers of the corpus that match a description or keywords (hybrid keyword + semantic search over "
+            "titles, abstracts and full texts), optionally only one venue, year or author. Returns paper_id, title, "
+            "venue, year, authors and the abstract sentence closest to the query. Works best when the query reads "
+            "like the paper's abstract would (its task, method, data and findings) rather than like a question.")),
+        ("get_paper", READ_ONLY, (
+            "Metadata and outline of one paper: title, authors, venue, year, abstract, the section tree (titles, pages, "
+            "ids, the start of each section), tables and figures (caption, page, bounding box, id) and equations.")),
+        ("ask", ASK_ANNOTATIONS, (
+            "Ask neusym's own agent (a small offline model by default, with symbolic routes for counting, listing and "
+            "table questions, and a verifier). Returns the answer, the route taken, the verification and citations. "
+            "Slow (seconds to a minute); prefer the other tools when you can reason over the evidence yourself.")),
+    ]
+
+
+RESOURCES: list[tuple[str, str, str, str, Callable[[Any], Any]]] = [
+    ("neusym://schema/database", "database_schema", "text/plain",
+     "The [Database Schema] neusym's agent sees: every table with its columns, types and comments.",
+     lambda s: s.agent_schema),
+    ("neusym://schema/vectorstore", "vectorstore_schema", "text/plain",
+     "The [Vectorstore Schema]: collections, point fields, encodable (table, column) pairs, filter grammar.",
+     lambda s: _vectorstore_schema()),
+    ("neusym://schema/docs", "schema_docs", "text/markdown",
+     "Every table and documented view with its comments (docs/schema.md of this corpus version).",
+     lambda s: s.schema_markdown),
+    ("neusym://views", "views", "text/markdown",
+     "The documented views for analysts and example queries over them.", lambda s: _views_markdown(s)),
+    ("neusym://corpus", "corpus", "application/json",
+     "The corpus version being served: number, papers, when it was published.", lambda s: _corpus_json(s)),
+]
+"""The resources :func:`build_server` registers: ``(uri, name, mime type, description, read(served))``."""
+
+
 def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | None = None,
                  run_blocking: Blocking | None = None) -> Any:
     """The MCP server (an ``mcp.server.mcpserver.MCPServer``) over the corpus ``holder`` serves.
@@ -91,22 +161,36 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
     ``ask``: how the ``ask`` tool runs the agent (default one run at a time in this process,
     :func:`neusym.interfaces.service.tools.local_ask_runner`); ``run_blocking``: how blocking work
     is run (default a thread of anyio's pool; the service passes its own pools). Nothing is opened
-    before the first call.
+    before the first call. The tools are :func:`tool_table`'s, the resources :data:`RESOURCES`, the
+    prompt ``neusym_agent`` (:func:`agent_prompt`).
     """
-    from neusym.encode import ENCODABLE_COLUMNS
-    from neusym.query.agent.actions import MAX_VECTOR_LIMIT
-    from neusym.store.cells import COLLECTIONS
-
-    tools = CorpusTools(settings, holder, ask=ask)
-    blocking = run_blocking or _in_thread
+    handlers = _Handlers(CorpusTools(settings, holder, ask=ask), holder, run_blocking or _in_thread)
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS, version=package_version(),
                        log_level="WARNING")  # the SDK configures the root logger; keep the service's level
-    read_only = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                                open_world_hint=False)
+    for name, annotations, description in tool_table(settings):
+        server.tool(name=name, annotations=annotations, description=description)(getattr(handlers, name))
+    for uri, name, mime_type, description, read in RESOURCES:
+        server.resource(uri, name=name, mime_type=mime_type, description=description)(handlers.reader(read))
+    server.prompt(name="neusym_agent", description=(
+        "The NeuSym-RAG agent prompt (system prompt with both schemas, then the task) for a question, so a client "
+        "can run the paper's agent loop itself; the actions map to this server's tools."))(handlers.neusym_agent)
+    return server
 
-    async def call(kind: str, fn: Callable[[], ToolResult]) -> CallToolResult:
+
+class _Handlers:
+    """What the server's tools, resources and prompt run: one method per tool of :func:`tool_table`
+    (its signature is the tool's argument schema), each calling :class:`CorpusTools` in the pool
+    ``blocking`` gives its kind of work; bad arguments and failures become MCP tool errors."""
+
+    def __init__(self, tools: CorpusTools, holder: VersionHolder, blocking: Blocking):
+        self.tools = tools
+        self.holder = holder
+        self.blocking = blocking
+
+    async def call(self, kind: str, fn: Callable[[], ToolResult]) -> CallToolResult:
+        """``fn()`` in the ``kind`` pool as a tool result; its failures as :class:`ToolError`."""
         try:
-            return _result(await blocking(kind, fn))
+            return _result(await self.blocking(kind, fn))
         except ToolInputError as exc:
             raise ToolError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - NoCorpusVersion, busy SQL workers, backend failures
@@ -117,72 +201,55 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
             logger.exception("MCP tool call failed")
             raise ToolError(f"internal error ({type(exc).__name__}); the server log has the details") from None
 
-    collections = list(COLLECTIONS)
-    tables = sorted({t for t, _ in ENCODABLE_COLUMNS})
-    columns = sorted({c for _, c in ENCODABLE_COLUMNS})
-    pairs = ", ".join(f"{t}.{c}" for t, c in ENCODABLE_COLUMNS)
-
-    @server.tool(annotations=read_only, description=(
-        "Run ONE read-only SQL query (DuckDB dialect) on the corpus database and get the result table. Read the "
-        "resource neusym://schema/database for the tables, columns and their meaning. Only SELECT/WITH; at most "
-        f"{settings.sql_max_rows} rows, a time limit of {settings.sql_timeout_s:g} s and a memory budget per query. "
-        "Match text with ILIKE '%word%'. Rows that carry a primary key (table_id, chunk_id, section_id, "
-        "image_id, equation_id, page_id, reference_id, paper_id) come back with citations (page, bounding box)."))
+    # -- tools ----------------------------------------------------------------------------------
     async def retrieve_from_database(
+        self,
         sql: Annotated[str, Field(description="One SELECT query, e.g. SELECT title, pub_year FROM metadata LIMIT 5",
                                   min_length=1, max_length=20_000)],
     ) -> CallToolResult:
-        return await call("sql", lambda: tools.retrieve_from_database(sql))
+        """The ``retrieve_from_database`` tool."""
+        return await self.call("sql", lambda: self.tools.retrieve_from_database(sql))
 
-    @server.tool(annotations=read_only, description=(
-        "Similarity search over the encoded text cells of ONE database column (every point is one cell). "
-        f"Encodable table.column pairs: {pairs}. Collections: "
-        + "; ".join(f"{k}: {v}" for k, v in COLLECTIONS.items())
-        + " Returns score, paper_id, page_number, primary_key and the cell text, with a citation per hit."))
     async def retrieve_from_vectorstore(
+        self,
         query: Annotated[str, Field(description="What to look for, in words.", min_length=1, max_length=2000)],
-        collection_name: Annotated[str, Field(description="Which collection: " + ", ".join(collections),
-                                              json_schema_extra={"enum": collections})],
+        collection_name: Annotated[str, Field(description="Which collection: " + ", ".join(_COLLECTIONS),
+                                              json_schema_extra={"enum": _COLLECTIONS})],
         table_name: Annotated[str, Field(description="Table of the column to search.",
-                                         json_schema_extra={"enum": tables})],
+                                         json_schema_extra={"enum": _TABLES})],
         column_name: Annotated[str, Field(description="Column to search (must be encodable in that table).",
-                                          json_schema_extra={"enum": columns})],
+                                          json_schema_extra={"enum": _COLUMNS})],
         filter: Annotated[str, Field(description=(
             "Optional condition on paper_id, page_number or primary_key, e.g. \"paper_id == '<uuid>'\" or "
             "\"paper_id == '<uuid>' and page_number <= 3\"; no SQL."), max_length=2000)] = "",
         limit: Annotated[int, Field(description=f"Hits to return (1-{MAX_VECTOR_LIMIT}).", ge=1,
                                     le=MAX_VECTOR_LIMIT)] = 5,
     ) -> CallToolResult:
-        return await call("search", lambda: tools.retrieve_from_vectorstore(
+        """The ``retrieve_from_vectorstore`` tool."""
+        return await self.call("search", lambda: self.tools.retrieve_from_vectorstore(
             query, collection_name, table_name, column_name, filter, limit))
 
-    @server.tool(annotations=read_only, description=(
-        "Evaluate an arithmetic expression exactly (numbers, + - * / ** %, parentheses, comparisons, and the "
-        "functions round, abs, min, max, sum, len, sqrt, log, exp...). No variables: put the numbers in."))
     async def calculate_expr(
+        self,
         expr: Annotated[str, Field(description="e.g. round((85.1 - 83.4) / 83.4 * 100, 2)", min_length=1,
                                    max_length=2000)],
     ) -> CallToolResult:
-        return await call("calc", lambda: tools.calculate_expr(expr))
+        """The ``calculate_expr`` tool."""
+        return await self.call("calc", lambda: self.tools.calculate_expr(expr))
 
-    @server.tool(annotations=read_only, description=(
-        "Look at a page of a paper, or a region of it (a table, figure or equation: their bounding_box is in the "
-        "database and in get_paper), as a PNG image, with the PDF text inside the region."))
     async def view_image(
+        self,
         paper_id: Annotated[str, Field(description="The paper's UUID (metadata.paper_id).")],
         page_number: Annotated[int, Field(description="Page, from 1.", ge=1)],
         bounding_box: Annotated[list[float] | None, Field(
             description="Optional [x0, y0, width, height] in PDF points from the page's top-left corner; "
                         "omit (or []) for the whole page.", max_length=4)] = None,
     ) -> CallToolResult:
-        return await call("pages", lambda: tools.view_image(paper_id, page_number, bounding_box))
+        """The ``view_image`` tool."""
+        return await self.call("pages", lambda: self.tools.view_image(paper_id, page_number, bounding_box))
 
-    @server.tool(annotations=read_only, description=(
-        "Find papers of the corpus that match a description or keywords (hybrid keyword + semantic search over "
-        "titles, abstracts and full texts), optionally only one venue, year or author. Returns paper_id, title, "
-        "venue, year, authors and the abstract sentence closest to the query. Works best when the query reads "
-        "like the paper's abstract would (its task, method, data and findings) rather than like a question."))
     async def search_papers(
+        self,
         query: Annotated[str, Field(description="What the paper is about, or a question it answers.", min_length=1,
                                     max_length=1000)],
         venue: Annotated[str | None, Field(description="Conference abbreviation (acl, emnlp, naacl, ...) or "
@@ -191,22 +258,18 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
         author: Annotated[str | None, Field(description="Author full name or last name.", max_length=200)] = None,
         limit: Annotated[int, Field(description="Papers to return (1-50).", ge=1, le=50)] = 10,
     ) -> CallToolResult:
-        return await call("search", lambda: tools.search_papers(query, venue, year, author, limit))
+        """The ``search_papers`` tool."""
+        return await self.call("search", lambda: self.tools.search_papers(query, venue, year, author, limit))
 
-    @server.tool(annotations=read_only, description=(
-        "Metadata and outline of one paper: title, authors, venue, year, abstract, the section tree (titles, pages, "
-        "ids, the start of each section), tables and figures (caption, page, bounding box, id) and equations."))
     async def get_paper(
+        self,
         paper_id: Annotated[str, Field(description="The paper's UUID (metadata.paper_id), e.g. from search_papers.")],
     ) -> CallToolResult:
-        return await call("meta", lambda: tools.get_paper(paper_id))
+        """The ``get_paper`` tool."""
+        return await self.call("meta", lambda: self.tools.get_paper(paper_id))
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=False,
-                                             open_world_hint=False), description=(
-        "Ask neusym's own agent (a small offline model by default, with symbolic routes for counting, listing and "
-        "table questions, and a verifier). Returns the answer, the route taken, the verification and citations. "
-        "Slow (seconds to a minute); prefer the other tools when you can reason over the evidence yourself."))
     async def ask(
+        self,
         question: Annotated[str, Field(description="The question, in natural language.", min_length=1,
                                        max_length=4000)],
         paper_ids: Annotated[list[str] | None, Field(description="Papers the question is about (UUIDs).",
@@ -214,50 +277,37 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
         method: Annotated[str | None, Field(description="Agent method (default auto: the router).",
                                             max_length=64)] = None,
     ) -> CallToolResult:
+        """The ``ask`` tool: a cancelled request stops its run at the next token, query or step."""
         cancel = threading.Event()
-        run = asyncio.ensure_future(call("ask", lambda: tools.ask(question, paper_ids, method, cancel=cancel)))
+        run = asyncio.ensure_future(self.call("ask", lambda: self.tools.ask(question, paper_ids, method,
+                                                                            cancel=cancel)))
         run.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when nobody waits
         try:
             return await asyncio.shield(run)  # a cancelled request does not wait for the thread to finish
         finally:
             cancel.set()  # the client cancelled or went away: the run stops at its next token, query or step
 
-    # -- resources ------------------------------------------------------------------------------
-    def with_version(fn: Callable[[Any], Any]) -> Callable[[], Awaitable[Any]]:
+    # -- resources and the prompt ---------------------------------------------------------------
+    def reader(self, fn: Callable[[Any], Any]) -> Callable[[], Awaitable[Any]]:
+        """A resource's read: ``fn(served)`` on the served version, in the ``meta`` pool."""
         async def read() -> Any:
             def work() -> Any:
-                with holder.use() as served:
+                with self.holder.use() as served:
                     return fn(served)
-            return await blocking("meta", work)
+            return await self.blocking("meta", work)
         return read
 
-    server.resource("neusym://schema/database", name="database_schema", mime_type="text/plain", description=(
-        "The [Database Schema] neusym's agent sees: every table with its columns, types and comments."))(
-        with_version(lambda s: s.agent_schema))
-    server.resource("neusym://schema/vectorstore", name="vectorstore_schema", mime_type="text/plain", description=(
-        "The [Vectorstore Schema]: collections, point fields, encodable (table, column) pairs, filter grammar."))(
-        with_version(lambda s: _vectorstore_schema()))
-    server.resource("neusym://schema/docs", name="schema_docs", mime_type="text/markdown", description=(
-        "Every table and documented view with its comments (docs/schema.md of this corpus version)."))(
-        with_version(lambda s: s.schema_markdown))
-    server.resource("neusym://views", name="views", mime_type="text/markdown", description=(
-        "The documented views for analysts and example queries over them."))(with_version(_views_markdown))
-    server.resource("neusym://corpus", name="corpus", mime_type="application/json", description=(
-        "The corpus version being served: number, papers, when it was published."))(with_version(_corpus_json))
-
-    @server.prompt(name="neusym_agent", description=(
-        "The NeuSym-RAG agent prompt (system prompt with both schemas, then the task) for a question, so a client "
-        "can run the paper's agent loop itself; the actions map to this server's tools."))
-    async def neusym_agent(question: str, paper_ids: str = "") -> list[Any]:
+    async def neusym_agent(self, question: str, paper_ids: str = "") -> list[Any]:
+        """The ``neusym_agent`` prompt (:func:`agent_prompt`) for ``question`` and the comma-separated ``paper_ids``."""
         from mcp.server.mcpserver.prompts.base import UserMessage
 
         ids = [p.strip() for p in paper_ids.split(",") if p.strip()]
 
         def work() -> str:
-            return agent_prompt(holder, question, ids)
+            return agent_prompt(self.holder, question, ids)
 
         try:
-            text = await blocking("meta", work)
+            text = await self.blocking("meta", work)
         except ToolInputError as exc:  # the reason reaches the client (the SDK would say "Error rendering prompt")
             raise MCPError(INVALID_PARAMS, str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - NoCorpusVersion and the like: said, not a traceback
@@ -269,8 +319,6 @@ def build_server(settings: Settings, holder: VersionHolder, *, ask: AskRunner | 
             raise MCPError(INTERNAL_ERROR, f"internal error ({type(exc).__name__}); the server log has the "
                            "details") from None
         return [UserMessage(text)]
-
-    return server
 
 
 TOOL_OF_ACTION = {"RetrieveFromDatabase": "retrieve_from_database", "RetrieveFromVectorstore":

@@ -339,9 +339,9 @@ def _usage(answer: dict) -> dict:
 def openai_router(state: Any, run_agent: Callable[[AskRequest, Callable[[str, dict], None], threading.Event], dict],
                   check_ask: Callable[[AskRequest], AskRequest]) -> APIRouter:
     """The routes ``GET /v1/models``, ``GET /v1/models/{model}`` and ``POST /v1/chat/completions``
-    (include it in the app's protected router: the API key dependency applies).
+    (include it behind the app's authentication: the API key dependency applies).
 
-    ``state``: the app's :class:`~neusym.interfaces.service.app.ServiceState` (pools, LLM slots,
+    ``state``: the app's :class:`~neusym.interfaces.service.state.ServiceState` (pools, LLM slots,
     served version); ``run_agent(ask, on_event, cancel) -> dict``: one agent run returning the
     enriched answer (``{}`` when cancelled), as ``POST /ask/json`` uses it; ``check_ask(ask)``: the
     checks of ``POST /ask`` (blank question, method, paper id syntax; raises ``BadRequest``).
