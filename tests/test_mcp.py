@@ -197,10 +197,11 @@ def test_calculate_expr_and_view_image(stdio, db, longeval):
 def test_ask_runs_the_router_and_returns_citations(request, transport, db, longeval):
     client = request.getfixturevalue(transport)
     n_tables = db.execute("SELECT count(*) FROM tables WHERE ref_paper_id = ?", [longeval]).fetchone()[0]
-    r = client.call_tool("ask", {"question": "How many tables are in this paper?", "paper_ids": [longeval]})
+    r = client.call_tool("ask", {"question": "How many tables are in this paper?", "paper_ids": [longeval],
+                                 "shape": "integer"})
     assert not r.is_error, text_of(r)
     data = r.structured_content
-    assert str(data["answer"]) == str(n_tables) and data["route"] and data["verification"]["status"]
+    assert data["answer"] == n_tables and data["route"] and data["verification"]["status"]
     assert data["citations"] and all(c["paper_id"] == longeval and c["title"] == LONGEVAL for c in data["citations"])
     assert text_of(r).startswith(f"Answer: {n_tables}") and "[1] " + LONGEVAL in text_of(r)
 
@@ -276,6 +277,7 @@ BAD_CALLS = [
     ("view_image", {"paper_id": "00000000-0000-0000-0000-000000000001", "page_number": 1}, ["no paper"]),
     ("ask", {"question": "x", "method": "telepathy"}, ["unknown method", "neusym"]),
     ("ask", {"question": "x", "paper_ids": ["00000000-0000-0000-0000-000000000001"]}, ["unknown paper id"]),
+    ("ask", {"question": "x", "shape": "list:9"}, ["shape", "length"]),
 ]
 
 

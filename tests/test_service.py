@@ -408,6 +408,9 @@ def test_ask_with_the_router_carries_route_verification_and_page_links_for_citat
     ({"question": "   "}, 400, ["blank"]),
     ({"paper_ids": []}, 422, ["'question'", "required"]),
     ({"question": "x" * 5000}, 422, ["'question'", "at most 4000"]),
+    ({"question": "x", "shape": "list:9"}, 422, ["'shape.length'", "less than or equal to 6"]),
+    ({"question": "x", "shape": "a float"}, 422, ["'shape'", "unknown answer shape"]),
+    ({"question": "x", "shape": "integer", "answer_format": "an integer"}, 400, ["shape or answer_format"]),
 ])
 def test_ask_refuses_bad_requests_before_streaming(client, body, status, words):
     for path in ("/ask", "/ask/json"):

@@ -273,7 +273,10 @@ def crawl(
 def ask(
     question: str = typer.Argument(..., help="The question, in natural language."),
     paper: Optional[List[str]] = typer.Option(None, "--paper", help="Restrict to this paper_id (repeatable)."),
-    answer_format: Optional[str] = typer.Option(None, "--answer-format", help="Required answer format."),
+    shape: Optional[str] = typer.Option(None, "--shape", help="The answer's shape: text, string, integer, number or "
+                                        "number:DECIMALS, boolean, list, list:N or list:NAME,NAME,..."),
+    answer_format: Optional[str] = typer.Option(None, "--answer-format", help="An answer-format sentence as AirQA "
+                                                "question sets write it (instead of --shape)."),
     method: Optional[str] = typer.Option(None, "--method", help="auto (the default: route the question: SQL "
                                          "template, paper search, focused reading or the full agent), neusym (always "
                                          "the agent loop), or another method of `neusym eval run`."),
@@ -287,6 +290,18 @@ def ask(
     from neusym.store.versions import NoCorpusVersion, open_version
 
     settings = _settings()
+    typed = None
+    if shape is not None:
+        from neusym.query.answer.shapes import AnswerShape
+
+        try:
+            typed = AnswerShape.parse(shape)
+        except ValueError as exc:
+            err.print(f"[red]error:[/red] --shape: {' '.join(str(exc).split())[:300]}", soft_wrap=True)
+            raise typer.Exit(2)
+        if answer_format is not None:
+            err.print("[red]error:[/red] --shape and --answer-format say the same thing: give one")
+            raise typer.Exit(2)
     try:
         chosen = get_method(method)
         version = open_version(settings)
@@ -307,7 +322,7 @@ def ask(
     try:
         with version:
             result = ask_question(question, settings=settings, method=chosen, paper_ids=paper or None,
-                                  answer_format=answer_format, version=version,
+                                  answer_format=answer_format, shape=typed, version=version,
                                   on_step=show if trace and not as_json else None)
     except NeusymError as exc:  # the LLM backend failed, ...
         err.print(f"[red]error:[/red] {exc}")

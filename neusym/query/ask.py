@@ -17,6 +17,7 @@ from neusym.telemetry import measure
 from neusym.query.agent.actions import Environment
 from neusym.query.answer.router import answer_auto
 from neusym.query.answer.config import FocusedConfig, using
+from neusym.query.answer.shapes import AnswerShape
 from neusym.query.agent.methods import Method, get_method
 from neusym.query.agent.react import run_loop
 from neusym.query.answer.results import AgentResult, Step
@@ -37,6 +38,7 @@ def ask(
     cancel: threading.Event | None = None,
     conferences: list[str] | None = None,
     focused: FocusedConfig | None = None,
+    shape: AnswerShape | None = None,
 ) -> AgentResult:
     """Answer ``question`` over the corpus of ``settings``; returns an :class:`AgentResult` (answer,
     trajectory, tokens, seconds, ``timings`` (seconds per phase: :mod:`neusym.telemetry`) and, for the
@@ -52,14 +54,23 @@ def ask(
     a running SQL query is killed and :class:`neusym.llm.chat.RunCancelled` is raised;
     ``conferences``: AirQA ``conference`` scope (``["acl2023"]``) for the router's paper search;
     ``focused``: the focused route's configuration
-    (:class:`neusym.query.answer.config.FocusedConfig`; default the shipped one).
+    (:class:`neusym.query.answer.config.FocusedConfig`; default the shipped one); ``shape``: the
+    typed shape the answer must take (:class:`neusym.query.answer.shapes.AnswerShape`), the product's
+    way to say what ``answer_format`` says in prose (AirQA question sets pass their sentence as it is).
 
     Raises :class:`neusym.query.agent.methods.MethodError` for an unknown method, TypeError when
-    ``focused`` is not a FocusedConfig,
+    ``focused`` is not a FocusedConfig or ``shape`` not an AnswerShape, ValueError when both ``shape``
+    and ``answer_format`` are given,
     :class:`neusym.llm.chat.LLMError` when the LLM backend fails,
     :class:`neusym.store.versions.NoCorpusVersion` when nothing is published.
     """
     chosen = get_method(method)
+    if shape is not None:
+        if not isinstance(shape, AnswerShape):
+            raise TypeError(f"shape must be an AnswerShape, got {type(shape).__name__}")
+        if answer_format is not None:
+            raise ValueError("give the answer's shape or an answer-format sentence, not both")
+        answer_format = shape.format_text()
     with using(focused):
         return _ask(question, settings=settings, chosen=chosen, paper_ids=paper_ids, answer_format=answer_format,
                     llm=llm, env=env, version=version, on_step=on_step, cancel=cancel, conferences=conferences)

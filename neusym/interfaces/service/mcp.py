@@ -276,11 +276,14 @@ class _Handlers:
                                                      max_length=20)] = None,
         method: Annotated[str | None, Field(description="Agent method (default auto: the router).",
                                             max_length=64)] = None,
+        shape: Annotated[str | None, Field(description="The answer's shape: text, string, integer, number or "
+                                           "number:DECIMALS, boolean, list, list:N or list:NAME,NAME.",
+                                           max_length=200)] = None,
     ) -> CallToolResult:
         """The ``ask`` tool: a cancelled request stops its run at the next token, query or step."""
         cancel = threading.Event()
         run = asyncio.ensure_future(self.call("ask", lambda: self.tools.ask(question, paper_ids, method,
-                                                                            cancel=cancel)))
+                                                                            shape=shape, cancel=cancel)))
         run.add_done_callback(lambda t: t.cancelled() or t.exception())  # retrieved even when nobody waits
         try:
             return await asyncio.shield(run)  # a cancelled request does not wait for the thread to finish

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
+
+from neusym.query.answer.shapes import AnswerShape
 
 
 class Health(BaseModel):
@@ -92,7 +94,16 @@ class AskRequest(BaseModel):
                                  description="Papers to focus on (metadata.paper_id UUIDs).")
     method: str | None = Field(None, max_length=64, description="Agent method (default: the agent's default, see "
                                "neusym.query.agent.methods); unknown names are refused listing the valid ones.")
-    answer_format: str | None = Field(None, max_length=2000, description="The required format of the answer.")
+    shape: AnswerShape | None = Field(None, description="The shape the answer must take: an object such as "
+                                      '{"kind": "number", "digits": 2} or the compact form "number:2" (kinds: text, '
+                                      "string, integer, number[:DECIMALS], boolean, list[:N | :NAME,NAME]).")
+    answer_format: str | None = Field(None, max_length=2000, description="An answer-format sentence as AirQA question "
+                                      "sets write it; give this or shape, not both.")
+
+    @field_validator("shape", mode="before")
+    @classmethod
+    def _compact_shape(cls, value: object) -> object:
+        return AnswerShape.parse(value) if isinstance(value, str) else value
 
 
 class SqlRequest(BaseModel):

@@ -200,13 +200,25 @@ class CorpusTools:
 
     # -- the router -------------------------------------------------------------------------------
     def ask(self, question: str, paper_ids: list[str] | None = None, method: str | None = None,
-            answer_format: str | None = None, cancel: threading.Event | None = None) -> ToolResult:
+            answer_format: str | None = None, cancel: threading.Event | None = None,
+            shape: str | None = None) -> ToolResult:
         """Answer a question with neusym's own agent (default method ``auto``: the router with its
-        symbolic paths and verification). ``data``: ``{"version", "answer", "route", "verification",
-        "citations", "method", "seconds", "stop_reason"}``. ``cancel`` set: the run stops at its next
-        token, query or step. Raises :class:`ToolInputError` for a blank question, an unknown method
-        or paper id; errors of the LLM backend are :class:`~neusym.errors.NeusymError` too."""
+        symbolic paths and verification). ``shape``: the answer's shape in the compact form of
+        :meth:`neusym.query.answer.shapes.AnswerShape.parse` (or ``answer_format``, a sentence; not
+        both). ``data``: ``{"version", "answer", "route", "verification", "citations", "method",
+        "seconds", "stop_reason"}``. ``cancel`` set: the run stops at its next token, query or step.
+        Raises :class:`ToolInputError` for a blank question, an unknown method, paper id or shape;
+        errors of the LLM backend are :class:`~neusym.errors.NeusymError` too."""
         from neusym.query.agent.methods import MethodError, get_method
+        from neusym.query.answer.shapes import AnswerShape
+
+        if shape is not None:
+            if answer_format is not None:
+                raise ToolInputError("give shape or answer_format, not both")
+            try:
+                answer_format = AnswerShape.parse(shape).format_text()
+            except ValueError as exc:
+                raise ToolInputError(f"shape: {' '.join(str(exc).split())[:300]}") from None
 
         if not isinstance(question, str) or not question.strip():
             raise ToolInputError("question must not be blank")

@@ -31,11 +31,14 @@ router = APIRouter()
 
 
 def check_ask(body: AskRequest) -> AskRequest:
-    """Refuse a blank question, an unknown method or unknown paper ids before anything runs."""
+    """Refuse a blank question, an unknown method, unknown paper ids or both a shape and an answer-format
+    sentence before anything runs."""
     from neusym.query.agent.methods import MethodError, get_method
 
     if not body.question.strip():
         raise BadRequest("question must not be blank")
+    if body.shape is not None and body.answer_format is not None:
+        raise BadRequest("give shape or answer_format, not both: they say the same thing")
     if body.method is not None:
         try:
             get_method(body.method)
@@ -114,7 +117,8 @@ def run_agent(state: ServiceState, body: AskRequest, on_event: Callable[[str, di
                 env = Environment(settings, version=served.version, db_schema=served.agent_schema)
                 try:
                     result = ask(body.question, settings=settings, method=method, paper_ids=body.paper_ids or None,
-                                 answer_format=body.answer_format, env=env, on_step=on_step, cancel=cancel)
+                                 answer_format=body.answer_format, shape=body.shape, env=env, on_step=on_step,
+                                 cancel=cancel)
                 except (_Stop, RunCancelled):
                     if timed_out.is_set():
                         raise AskTimeout(f"the answer was stopped after {settings.agent_max_seconds:g} s "
@@ -188,11 +192,13 @@ async def ask(body: AskRequest = Depends(resolved_ask),
 
 @router.get("/ask/methods", tags=["ask"])
 async def ask_methods() -> list[dict]:
-    """The agent methods ``POST /ask`` accepts: ``[{"name", "description", "default"}]`` (neusym.query.agent.methods)."""
+    """The agent methods ``POST /ask`` accepts: ``[{"name", "description", "default", "baseline"}]``
+    (neusym.query.agent.methods); ``baseline``: one of the paper's comparison methods, kept for evaluation
+    (``neusym eval run --method``) and left out of the page's menu."""
     from neusym.query.agent.methods import DEFAULT_METHOD, METHODS
 
-    return [{"name": m.name, "description": getattr(m, "summary", ""), "default": m.name == DEFAULT_METHOD}
-            for m in METHODS.values()]
+    return [{"name": m.name, "description": getattr(m, "summary", ""), "default": m.name == DEFAULT_METHOD,
+             "baseline": m.name not in (DEFAULT_METHOD, "neusym")} for m in METHODS.values()]
 
 
 @router.post("/ask/json", tags=["ask"],

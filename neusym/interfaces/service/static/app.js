@@ -370,7 +370,9 @@ async function showAsk() {
     methodsLoaded = true;
     try {
       const methods = await (await api("ask/methods")).json();
-      $("ask-method").append(...methods.map((m) => el("option", { value: m.name, title: m.description, text: m.name })));
+      // the paper's baselines stay with evaluation (neusym eval run --method): not in the page's menu
+      $("ask-method").append(...methods.filter((m) => !m.baseline)
+        .map((m) => el("option", { value: m.name, title: m.description, text: m.name })));
     } catch (e) { methodsLoaded = false; }
   }
   $("question").focus();
@@ -463,7 +465,7 @@ $("ask-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const body = { question: $("question").value.trim(), paper_ids: state.askPapers.map((p) => p.paper_id) };
   if ($("ask-method").value) body.method = $("ask-method").value;
-  if ($("answer-format").value.trim()) body.answer_format = $("answer-format").value.trim();
+  if ($("answer-shape").value) body.shape = $("answer-shape").value;
   $("steps").replaceChildren(); $("answer").hidden = true; $("steps-heading").hidden = true;
   $("ask-button").disabled = true;
   $("ask-status").textContent = "asking…";
