@@ -39,9 +39,8 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from neusym.errors import BusyError, NeusymError
-from neusym.interfaces.service.corpus import ServedVersion
 from neusym.interfaces.service.models import AskRequest
-from neusym.interfaces.service.papers import NotFound, paper_titles, public_base_url
+from neusym.interfaces.service.papers import NotFound, public_base_url
 from neusym.store.versions import NoCorpusVersion
 
 logger = logging.getLogger("neusym.interfaces.service")
@@ -390,14 +389,7 @@ def openai_router(state: Any, run_agent: Callable[[AskRequest, Callable[[str, di
         ids = list(body.paper_ids or []) if explicit else cited_paper_ids(messages, before=last)
         ask = check_ask(AskRequest(question=question, paper_ids=ids, method=method))
         if ask.paper_ids:
-            def work(served: ServedVersion) -> dict[str, str]:
-                cur = served.cursor()
-                try:
-                    return paper_titles(cur, ask.paper_ids)
-                finally:
-                    cur.close()
-
-            known = await state.with_version("meta", work)
+            known = await state.paper_titles(ask.paper_ids)
             missing = [p for p in ask.paper_ids if p not in known]
             if missing and explicit:
                 raise NotFound(f"unknown paper id(s) in this corpus version: {', '.join(missing)}")

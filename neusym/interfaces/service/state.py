@@ -156,6 +156,20 @@ class ServiceState:
 
         return await self.run(kind, work)
 
+    async def paper_titles(self, paper_ids: list[str]) -> dict[str, str]:
+        """paper id -> title of those of ``paper_ids`` the served version holds (the ``meta`` pool);
+        ids it does not hold are absent."""
+        from neusym.interfaces.service.papers import paper_titles
+
+        def work(served: ServedVersion) -> dict[str, str]:
+            cur = served.cursor()
+            try:
+                return paper_titles(cur, paper_ids)
+            finally:
+                cur.close()
+
+        return await self.with_version("meta", work)
+
     async def with_version_until_disconnect(self, kind: str, request: Request,
                                             fn: Callable[[ServedVersion, threading.Event], Any]) -> Any:
         """:meth:`run_until_disconnect` of ``fn(served, cancel)`` on the served version (held meanwhile)."""

@@ -18,7 +18,6 @@ from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from neusym.errors import BusyError, NeusymError
 from neusym.store.versions import NoCorpusVersion
-from neusym.interfaces.service.corpus import ServedVersion
 from neusym.interfaces.service.models import AskRequest, ErrorResponse
 from neusym.interfaces.service.papers import BadRequest, NotFound, paper_titles, parse_paper_id
 from neusym.interfaces.service.routes.deps import service_state
@@ -59,14 +58,7 @@ async def resolved_ask(body: AskRequest, state: ServiceState = Depends(service_s
     the served version (else :class:`NotFound`) and room in the LLM's queue (else :class:`BusyError`)."""
     body = check_ask(body)
     if body.paper_ids:
-        def work(served: ServedVersion) -> dict[str, str]:
-            cur = served.cursor()
-            try:
-                return paper_titles(cur, body.paper_ids)
-            finally:
-                cur.close()
-
-        known = await state.with_version("meta", work)
+        known = await state.paper_titles(body.paper_ids)
         missing = [p for p in body.paper_ids if p not in known]
         if missing:
             raise NotFound(f"unknown paper id(s) in this corpus version: {', '.join(missing)}")
