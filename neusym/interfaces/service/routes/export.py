@@ -6,13 +6,13 @@ otherwise take "ID.bib"."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends
 from fastapi import Path as PathParam
 from fastapi.responses import Response
 
 from neusym.interfaces.service.corpus import ServedVersion
 from neusym.interfaces.service.papers import BadRequest, NotFound, parse_paper_id
-from neusym.interfaces.service.routes.deps import service_state
+from neusym.interfaces.service.routes.deps import Author, Limit, QueryText, Venue, Year, service_state
 from neusym.interfaces.service.routes.search import FACET_POOL
 from neusym.interfaces.service.state import ServiceState
 
@@ -21,12 +21,11 @@ router = APIRouter()
 
 
 def export_query(
-    q: str = Query(..., min_length=1, max_length=1000, description="A question or keywords."),
-    venue: str | None = Query(None, max_length=64, description="Conference abbreviation (acl, emnlp, ...) "
-                              "or 'findings' (Findings volumes of any conference)."),
-    year: int | None = Query(None, ge=1900, le=2100, description="Publication year."),
-    author: str | None = Query(None, max_length=200, description="Author full name or last name."),
-    limit: int = Query(10, ge=1, le=100, description="Papers returned."),
+    q: QueryText,
+    venue: Venue = None,
+    year: Year = None,
+    author: Author = None,
+    limit: Limit = 10,
 ) -> dict:
     """The parameters of /search (default mode) shared by /search.bib and /search.ris."""
     if not q.strip():

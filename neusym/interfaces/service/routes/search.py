@@ -14,7 +14,7 @@ from fastapi.responses import Response
 from neusym.interfaces.service.corpus import ServedVersion
 from neusym.interfaces.service.models import SearchResponse
 from neusym.interfaces.service.papers import BadRequest
-from neusym.interfaces.service.routes.deps import service_state
+from neusym.interfaces.service.routes.deps import Author, Limit, QueryText, Venue, Year, service_state
 from neusym.interfaces.service.state import ServiceState
 
 FACET_POOL = 100
@@ -27,12 +27,11 @@ router = APIRouter()
 @router.get("/search", response_model=SearchResponse, tags=["search"])
 async def search(
     request: Request,
-    q: str = Query(..., min_length=1, max_length=1000, description="A question or keywords."),
-    venue: str | None = Query(None, max_length=64, description="Conference abbreviation (acl, emnlp, ...) "
-                              "or 'findings' (Findings volumes of any conference)."),
-    year: int | None = Query(None, ge=1900, le=2100, description="Publication year."),
-    author: str | None = Query(None, max_length=200, description="Author full name or last name."),
-    limit: int = Query(10, ge=1, le=100, description="Papers returned."),
+    q: QueryText,
+    venue: Venue = None,
+    year: Year = None,
+    author: Author = None,
+    limit: Limit = 10,
     sort: Literal["relevance", "cited_by"] = Query(
         "relevance", description="relevance: the ranking's order. cited_by: the first 100 papers of the ranking "
         "ordered by how many papers of this corpus cite them (in-corpus citation graph), then by relevance."),
