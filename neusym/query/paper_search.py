@@ -44,15 +44,10 @@ def search_papers(query: str, *, venue: str | None = None, year: int | str | Non
     Raises ``ValueError`` for an empty query, a non-positive limit, a non-integer year or an unknown
     mode, and ``neusym.store.versions.NoCorpusVersion`` when nothing has been published.
     """
-    if mode not in SEARCH_MODES:
-        raise ValueError(f"mode must be one of {', '.join(SEARCH_MODES)}, got {mode!r}")
+    check_search(query, limit=limit, mode=mode)
     idx = index or current_paper_index(settings)
-    if mode == "default":
-        return idx.search(query, venue=venue, year=year, author=author, limit=limit, config=config)
-    from neusym.query.hyde import accurate_search
-
-    return accurate_search(idx, query, venue=venue, year=year, author=author, limit=limit, config=config,
-                           settings=settings or idx.settings, llm=llm).hits
+    return search(query, index=idx, venue=venue, year=year, author=author, limit=limit, mode=mode, llm=llm,
+                  settings=settings, config=config).hits
 
 
 def similar_papers(index: PaperIndex, paper_id: str, *, limit: int = 10) -> list[PaperHit]:
@@ -171,7 +166,8 @@ def search(query: str, *, index: PaperIndex, venue: str | None = None, year: int
            author: str | None = None, limit: int = 10, sort: str = "relevance", min_cited_by: int | None = None,
            mode: str = "default", pool: int = 0, cursor: Callable[[], Any] | None = None,
            citation_graph: bool | None = None, query_vector: list[float] | None = None, llm: Any = None,
-           settings: Settings | None = None, version: int | None = None) -> SearchOutcome:
+           settings: Settings | None = None, version: int | None = None,
+           config: SearchConfig | None = None) -> SearchOutcome:
     """Search ``index`` (a :class:`~neusym.store.paper_index.PaperIndex` of one corpus version) for
     ``query`` under the filters ``venue`` / ``year`` / ``author`` (see :func:`search_papers`).
 
@@ -184,7 +180,8 @@ def search(query: str, *, index: PaperIndex, venue: str | None = None, year: int
     default mode (their point ids: :data:`SearchOutcome.pool_points`). ``cursor``: a callable giving a DuckDB cursor on the same version (closed here), for the hits'
     ``cited_by`` counts; ``citation_graph``: whether that version has the graph, when the caller knows.
     ``query_vector``: the query's vector, when the caller has it cached. ``version``: the version's
-    number, for messages.
+    number, for messages. ``config``: how the index scores a query (weights, fusion; default the
+    shipped one).
 
     Raises ``ValueError`` (with a message for the user) for a blank query, a limit below 1, an
     unknown sort or mode, citation ordering in the accurate mode or without a cursor, a version without
@@ -200,7 +197,7 @@ def search(query: str, *, index: PaperIndex, venue: str | None = None, year: int
         counts: dict[str, int] | None = None
         if mode == "default" or pool:
             depth = max(CITATION_POOL if by_citations else limit, pool)
-            ranking = index.rank(query, **filters, depth=depth, query_vector=query_vector)
+            ranking = index.rank(query, **filters, depth=depth, query_vector=query_vector, config=config)
             outcome.pool_points = [point for point, _ in ranking.scored][:pool]
             if mode == "default":
                 hits = index.hits(ranking, CITATION_POOL if by_citations else limit)
@@ -215,7 +212,8 @@ def search(query: str, *, index: PaperIndex, venue: str | None = None, year: int
         if mode == "accurate":
             from neusym.query.hyde import accurate_search
 
-            result = accurate_search(index, query, **filters, limit=limit, settings=settings or index.settings, llm=llm)
+            result = accurate_search(index, query, **filters, limit=limit, config=config,
+                                     settings=settings or index.settings, llm=llm)
             outcome.hits, outcome.hyde = result.hits[:limit], result.to_dict()
         if counts is not None:
             outcome.cited_by = {h.paper_id: counts.get(h.paper_id, 0) for h in outcome.hits}

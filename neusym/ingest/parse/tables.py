@@ -326,23 +326,18 @@ CENTRED_OFFSET = 0.3
 row's centre sits between two rows: it is centred on an even number of rows."""
 
 
-def _tokens(text: str) -> list[str]:
-    return [t for t in text.split() if t]
-
-
 def _row_lines(rows: list[list[str]], lines: list[list[tuple]]) -> list[float | None]:
     """The vertical centre of each grid row: the first text line (in order, after the previous row's)
     holding at least half of the row's words right of its first cell; None for rows not found."""
     out: list[float | None] = []
     start = 0
     for row in rows:
-        want = [t for c in row[1:] for t in _tokens(c)]
+        want = {t for c in row[1:] for t in c.split()}
         found = None
         if want:
             for k in range(start, len(lines)):
-                texts = [str(w[4]) for w in lines[k]]
                 hit = [w for w in lines[k] if str(w[4]) in want]
-                if len({str(w[4]) for w in hit}) >= max(1, (len(set(want)) + 1) // 2) and len(texts) >= 1:
+                if len({str(w[4]) for w in hit}) >= max(1, (len(want) + 1) // 2):
                     found = (k, sum((w[1] + w[3]) / 2 for w in hit) / len(hit))
                     break
         if found is None:
@@ -385,7 +380,7 @@ def centred_labels(page: PageLayout, region: Box | None, html: str | None) -> st
     pitch_y = pitch[len(pitch) // 2]
     second_x = {}  # the left edge of each row's second cell, to find the label's words left of it
     for i in body:
-        first_tokens = set(_tokens(rows[i][1]))
+        first_tokens = set(rows[i][1].split())
         xs = [w[0] for w in words if str(w[4]) in first_tokens and ys[i] is not None
               and abs((w[1] + w[3]) / 2 - ys[i]) < 0.5 * pitch_y]
         if xs:
@@ -395,7 +390,7 @@ def centred_labels(page: PageLayout, region: Box | None, html: str | None) -> st
         return html
 
     def label_y(i: int) -> float | None:
-        toks = set(_tokens(rows[i][0]))
+        toks = set(rows[i][0].split())
         if ys[i] is None:
             return None
         near = [w for w in words if str(w[4]) in toks and w[2] <= left + 1
@@ -429,45 +424,40 @@ def centred_labels(page: PageLayout, region: Box | None, html: str | None) -> st
             y = label_y(i)
             if y is not None:
                 spans[i] = block(i, y, False)
-    cover: dict[int, tuple[int, int]] = {}  # row -> (label row, block's first row)
+    cover: dict[int, tuple[int, int, int]] = {}  # row -> (label row, block's first row, block's last row)
     for i, rs in spans.items():
         rs = [r for r in rs if r == i or r not in cover]
         if len(rs) >= 2 and rs == list(range(rs[0], rs[-1] + 1)):
             for r in rs:
-                cover[r] = (i, rs[0])
+                cover[r] = (i, rs[0], rs[-1])
     if not cover:
         return html
-    return _grid_html(rows, th_rows, {r: rows[i][0] for r, (i, _) in cover.items()},
-                      {first: sum(1 for v in cover.values() if v[1] == first) for _, first in cover.values()})
+    return _spanned_html(rows, th_rows, cover)
 
 
-def _grid_html(rows: list[list[str]], th_rows: int, first: dict[int, str], spans: dict[int, int]) -> str:
-    """The expanded grid ``rows`` as HTML again (equal neighbours of a header row as one ``colspan``
-    cell, so it reads back the same), the first cells of ``first``'s rows replaced: a block starting at
-    a row of ``spans`` written once with ``rowspan``."""
-    from html import escape
+def _spanned_html(rows: list[list[str]], th_rows: int, cover: dict[int, tuple[int, int, int]]) -> str | None:
+    """The expanded grid ``rows`` as HTML again (:func:`neusym.ingest.parse.structure.grid_html`; equal
+    neighbours of a header row as one spanning cell, so it reads back the same), the first cells of the
+    rows in ``cover`` (row -> (label row, block's first row, block's last row)) one label spanning its block."""
+    from neusym.ingest.parse.structure import GridCell, grid_html
 
-    out = ["<table>"]
+    cells: list[GridCell] = []
     for i, row in enumerate(rows):
-        tag = "th" if i < th_rows else "td"
-        cells: list[str] = []
+        header = i < th_rows
         j = 0
+        if i in cover:
+            label_row, first, last = cover[i]
+            if i == first:
+                cells.append(GridCell(first, last, 0, 0, rows[label_row][0], header))
+            j = 1
         while j < len(row):
-            if j == 0 and i in first:
-                if i in spans:
-                    cells.append(f'<{tag} rowspan="{spans[i]}">{escape(first[i])}</{tag}>')
-                j += 1
-                continue
             k = j + 1
-            if tag == "th" and row[j].strip():
+            if header and row[j].strip():
                 while k < len(row) and row[k] == row[j]:
                     k += 1
-            span = f' colspan="{k - j}"' if k - j > 1 else ""
-            cells.append(f"<{tag}{span}>{escape(row[j])}</{tag}>")
+            cells.append(GridCell(i, i, j, k - 1, row[j], header))
             j = k
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
+    return grid_html(cells)
 
 
 # ------------------------------------------------------------------------------ the choice
