@@ -102,6 +102,70 @@ def test_a_table_of_words_has_its_first_row_as_header_and_its_numbers_as_cells()
                        ("AAN (Radev et al., 2009)", "Papers w/ body text"): 25e3}
 
 
+def _html(rows: list[list[str]]) -> str:
+    return "<table>" + "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows) + "</table>"
+
+
+def test_a_text_column_with_its_own_header_describes_rows_the_first_column_already_names():
+    """tBERT's Table 6 (2020.acl-main.630, page 8) and XYLayoutLM's Table 2 as printed: "Sentence pair" and
+    "Modality" have headers of their own and the first column names every row apart, so they are not part
+    of the row's name. Where the first column does not name the rows apart (a dataset over its models)
+    or the next column has no header ("GPT-3 | 175B"), the columns still join."""
+    from neusym.ingest.parse.cells import table_cells
+
+    tbert = [["Dataset", "Sentence pair", "L"],
+             ["MSRP", "There are only 2,000 Catholics left living in Banja Luka now.", "1"],
+             ["Quora", "Which is the best way to learn coding?", "1"],
+             ["SemEval B", "Where I can buy good oil for massage?", "0"]]
+    xy = [["Methods", "Modality", "SER"], ["BERT [7]", "Language", "0.6026"],
+          ["LayoutXLM [29]", "Language + Layout+ Vision", "0.8276"]]
+    got = {(c.row_header, c.column_header_path, c.number) for h in (tbert, xy) for c in table_cells(_html(h))
+           if c.number is not None and not c.is_header}
+    assert got == {("MSRP", "L", 1), ("Quora", "L", 1), ("SemEval B", "L", 0),
+                   ("BERT [7]", "SER", 0.6026), ("LayoutXLM [29]", "SER", 0.8276)}
+    grouped = [["Dataset", "Model", "F1"], ["ACE 2004", "Wang and Lu (2018)", "75.1"], ["", "Our model", "86.7"],
+               ["ACE 2005", "Wang and Lu (2018)", "74.5"], ["", "Our model", "85.4"]]
+    sized = [["", "", "BoolQ"], ["GPT-3", "175B", "60.5"], ["LLaMA", "65B", "85.3"]]
+    rows = {c.row_header for h in (grouped, sized) for c in table_cells(_html(h)) if c.number is not None}
+    assert rows == {"ACE 2004 / Wang and Lu (2018)", "ACE 2004 / Our model", "ACE 2005 / Wang and Lu (2018)",
+                    "ACE 2005 / Our model", "GPT-3 / 175B", "LLaMA / 65B"}
+
+
+def test_a_first_row_of_column_numbers_is_the_header():
+    """The Adapters paper's Table 7 (search-space parameters per dataset) numbers its columns "1 ... 21"
+    instead of naming them: that row is the header, not a row of values, and the text columns under it
+    are settings, not part of the dataset's name. A first row of values that is not a run of whole
+    numbers stays a data row."""
+    from neusym.ingest.parse.cells import table_cells
+
+    rows = [["Dataset", "1", "2", "3", "8", "9", "13"],
+            ["20 newsgroups", "Universal-sentence-encoder", "False", "True", "2", "0.37", "128"],
+            ["Crowdflower airline", "English-big", "False", "False", "3", "0.36", "128"],
+            ["Sms spam collection", "English-wiki-small", "True", "True", "3", "0.20", "128"]]
+    got = {(c.row_header, c.column_header_path, c.number) for c in table_cells(_html(rows))
+           if c.number is not None and not c.is_header}
+    assert ("20 newsgroups", "9", 0.37) in got and ("Sms spam collection", "13", 128) in got and len(got) == 9
+    values = [["Model", "1", "5", "10"], ["BM25", "22.1", "41.0", "50.2"], ["DPR", "40.3", "63.2", "71.5"]]
+    first = [["BM25", "22", "41", "50"], ["DPR", "40", "63", "71"], ["Ours", "45", "66", "75"]]
+    assert {c.row_header for c in table_cells(_html(values)) if c.number == 22.1} == {"BM25"}
+    assert {c.row_header for c in table_cells(_html(first)) if c.number == 22} == set()  # no header: unlabelled
+
+
+def test_stacked_sub_tables_of_different_widths_keep_their_first_rows_as_data():
+    """AMDCN's Table 2 sets a two-column table ("Method | MAE") above a five-column one in one box: the
+    first table's rows fill only the grid's second column, yet they are values, not header rows (they
+    were read as the MAE column's header path, "MAE / 290.82 / 333.73 / ...")."""
+    from neusym.ingest.parse.cells import table_cells
+
+    rows = [["Method", "MAE", "", "", ""], ["AMDCN", "290.82", "", "", ""], ["Hydra2s [18]", "333.73", "", "", ""],
+            ["Method", "GAME (L=0)", "GAME (L=1)", "GAME (L=2)", "GAME (L=3)"],
+            ["AMDCN", "9.77", "13.16", "15.00", "15.87"], ["[18]", "10.99", "13.75", "16.69", "19.32"]]
+    got = {(c.row_header, c.column_header_path, c.number) for c in table_cells(_html(rows))
+           if c.number is not None and not c.is_header}
+    assert {("AMDCN", "MAE", 290.82), ("Hydra2s [18]", "MAE", 333.73), ("AMDCN", "GAME (L=0)", 9.77),
+            ("[18]", "GAME (L=3)", 19.32)} <= got and len(got) == 10
+
+
 def test_a_tightly_set_table_is_read_one_column_per_number(corpus_settings):
     """SPECTER's Table 3 sets its columns 2-4 pt apart, closer than the words of its row labels:
     every number of the hand-checked table is its own cell with its row label and column ("CLS USR

@@ -10,7 +10,9 @@ This module reads that grid back as cells (:func:`table_cells`), which materiali
   a cell spanning a whole body row is a divider written in its first cell;
 - **header rows** are the leading rows where at most a third of the cells after the first hold a
   number or a placeholder ("-"), or the ``<th>`` rows when the source marked more (numbers as column
-  names: "Labels | 250 | 500"); a divider row ends the header (in a table of words, where every row is so, the rows before the first number in a
+  names: "Labels | 250 | 500"), or a first row of column numbers ("Dataset | 1 | 2 | ... | 21"); a labelled row
+  of numbers filling only the first value columns is data (the first of stacked sub-tables of different
+  widths); a divider row ends the header (in a table of words, where every row is so, the rows before the first number in a
   mostly numeric column, else the first row); a line break inside a cell (``<br>``) separates
   words; several header rows give each column a *header path*, top row first, joined with " / "
   ("MNLI / Acc."). A sparse upper header row (group labels the PDF centres over their columns,
@@ -19,7 +21,9 @@ This module reads that grid back as cells (:func:`table_cells`), which materiali
 - a column the extraction merged ("98.4 712" under "prec. yield") is split in two;
 - the **row header** is the text of the leftmost label column(s) (the first column and the columns
   after it that hold more words than numbers, or have no header at all, or hold the short numbers that
-  tell repeated labels apart: "PaLM | 62B"), joined with " / " when there are several; a label cell
+  tell repeated labels apart: "PaLM | 62B"), joined with " / " when there are several; a text column
+  with a header of its own ("Methods | Modality | SER") is not a label column when the columns left of
+  it already name every row apart; a label cell
   left empty under a label spanning several rows takes that label from the row above. A row whose only
   non-empty cell is its first (a full-width "Baselines" divider) is not a data row; when the same
   labels repeat under several dividers, the divider prefixes them ("ACE 2004 / Our model");
@@ -327,6 +331,32 @@ def _text_table_header(rows: list[list[str]], number) -> int:
     return 1
 
 
+_WHOLE = re.compile(r"^\d{1,6}$")
+
+
+def _narrow_data_row(row: list[str]) -> bool:
+    """A labelled row of values narrower than the grid (the first of stacked sub-tables of different
+    widths: "AMDCN | 290.82 | _ | _ | _" above "Method | GAME (L=0) | ... | GAME (L=3)"): a label first,
+    then only numbers, filled from the second column on without a gap, and not a row of column numbers
+    (:func:`_index_row`). Rows with gaps or an empty first cell are left to the count of numbers."""
+    values = [c.strip() for c in row[1:]]
+    filled = [c for c in values if c]
+    if not row[0].strip() or not filled or any(values[:len(filled)][k] == "" for k in range(len(filled))):
+        return False
+    return all(parse_number(c) is not None for c in filled) and not _index_row(row)
+
+
+def _index_row(row: list[str]) -> bool:
+    """Whether a first row of numbers names the columns instead of holding values: a word or nothing over
+    the label column, then at least three whole numbers, strictly increasing from left to right, and
+    nothing else ("Dataset | 1 | 2 | ... | 21" over a table of settings; "Labels | 250 | 500 | 1000")."""
+    first, rest = row[0].strip(), [c.strip() for c in row[1:]]
+    if (first and parse_number(first) is not None) or len(rest) < 3 or not all(_WHOLE.match(c) for c in rest):
+        return False
+    numbers = [int(c) for c in rest]
+    return all(a < b for a, b in zip(numbers, numbers[1:]))
+
+
 _SPREAD = re.compile(r"^\(?(?:±|\+/-|\+-)\s*\d*\.?\d+\s*%?\)?$")
 
 
@@ -362,13 +392,15 @@ def split_grid(rows: list[list[str]], header_rows: int = 0) -> tuple[int, list[s
     n_header = 0
     for row in rows:  # placeholders ("-", "n/a") stand where values are: they make a row a data row
         numeric = sum(1 for c in row[1:] if parse_number(c) is not None or _PLACEHOLDER.match(c))
-        if numeric > (len(row) - 1) / 3:
+        if numeric > (len(row) - 1) / 3 or _narrow_data_row(row):
             break
         if n_header and row[0].strip() and not any(c.strip() for c in row[1:]):
             break  # a divider under the header ("ACE 2004" above its rows) starts the body
         n_header += 1
     if n_header == len(rows) and len(rows) >= 3:
         n_header = _text_table_header(rows, parse_number)
+    if n_header == 0 and len(rows) >= 3 and _index_row(rows[0]):
+        n_header = 1
     if 0 < header_rows < len(rows) and header_rows > n_header:
         n_header = header_rows  # the source's own header (numbers as column names: "250 | 500 | 1000")
     header, data = rows[:n_header], _join_spread_rows(rows[n_header:])
@@ -431,11 +463,25 @@ def _label_columns(data: list[list[str]], number=None, paths: list[str] | None =
         numbers = sum(1 for r in data if number(r[j]) is not None)
         if numbers >= texts or texts == 0:
             break
+        if paths is not None and _attribute_column(data, paths, j):
+            break
         lead += 1
     if paths is not None:
         while lead < width - 1 and not paths[lead].strip() and any(p.strip() for p in paths[lead + 1:]):
             lead += 1
     return lead
+
+
+def _attribute_column(data: list[list[str]], paths: list[str], j: int) -> bool:
+    """Whether text column ``j`` describes the rows rather than naming them: it has a header of its own
+    ("Methods | Modality | SER": not empty, not the header the columns left of it share) and the columns
+    left of it already name every data row apart ("BERT [7]", "RoBERTa [6]", ...)."""
+    own = paths[j].strip()
+    if not own or own == paths[j - 1].strip():
+        return False
+    labels = [label for label, row in zip(_row_headers(data, j), data)
+              if label is not None or any(c.strip() for c in row[1:])]
+    return bool(labels) and None not in labels and len(set(labels)) == len(labels)
 
 
 def _row_headers(data: list[list[str]], lead: int) -> list[str | None]:
