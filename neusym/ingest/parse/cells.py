@@ -341,7 +341,7 @@ def _narrow_data_row(row: list[str]) -> bool:
     (:func:`_index_row`). Rows with gaps or an empty first cell are left to the count of numbers."""
     values = [c.strip() for c in row[1:]]
     filled = [c for c in values if c]
-    if not row[0].strip() or not filled or any(values[:len(filled)][k] == "" for k in range(len(filled))):
+    if not row[0].strip() or not filled or "" in values[:len(filled)]:
         return False
     return all(parse_number(c) is not None for c in filled) and not _index_row(row)
 
