@@ -20,7 +20,8 @@ int8 (per-channel, MatMul) weights in onnxruntime, exported once from the packag
 ``$NEUSYM_CACHE_DIR/models`` (default ``~/.cache/neusym``); ``torch`` runs it with sentence-transformers. Vectors of the two backends
 differ slightly (cosine ~0.99), so the backend is part of :func:`encoder_version` and points made
 by another backend are re-encoded. Queries are encoded on ONE thread (:func:`encode_query`): on 2
-shared cores a multi-threaded pool spin-waits behind other work.
+shared cores a multi-threaded pool spin-waits behind other work. Large batches run on one
+single-threaded session per core side by side (:data:`PARALLEL_MIN_TEXTS`).
 
 The paper-search analyzer (:func:`paper_tokens`) and its sparse vectors live here too.
 """
@@ -298,6 +299,17 @@ fastest one text at a time (CPU seconds per text grow with the batch size on rea
 text the same vector whatever else is encoded with it (queries were always encoded alone)."""
 
 
+PARALLEL_MIN_TEXTS = 64
+"""Batch encodes of at least this many texts, with the runtime's default thread count
+(``NEUSYM_DENSE_THREADS=0``) in a process that has not asked for one-thread models, run on one
+single-threaded ONNX session per core side by side instead of one session with a thread per core:
+the int8 graph at one text per call keeps a second intra-op thread poorly busy
+(``benchmarks/results/encode_parallel.json``). Each text's vector is the same either way (one text
+per call; checked bit for bit by the tests)."""
+PARALLEL_MAX_SESSIONS = 4
+"""At most this many side-by-side sessions (~25 MB each) however many cores there are."""
+
+
 def batch_size_for(settings: "Settings | None") -> int:
     """Texts per model call for ``settings`` (default: the process settings): ``dense_batch_size``,
     or :data:`BACKEND_BATCH_SIZE` of its dense backend when that is 0."""
@@ -421,6 +433,7 @@ class DenseEncoder:
         self._lock = threading.Lock()
         self._query_lock = threading.Lock()
         self._session = None
+        self._sessions: list = []  # one-thread sessions for side-by-side batch encoding
         self._query_session = None
         self._tokenizer = None
         self.texts_encoded = 0
@@ -469,6 +482,42 @@ class DenseEncoder:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return ort.InferenceSession(str(self._ensure_onnx()), options, providers=["CPUExecutionProvider"])
 
+    def _workers(self, n_texts: int) -> int:
+        """How many one-thread sessions encode a batch of ``n_texts`` side by side (1: one session
+        with :attr:`threads`); see :data:`PARALLEL_MIN_TEXTS`."""
+        if self.backend == "torch" or self.threads != 0 or n_texts < PARALLEL_MIN_TEXTS:
+            return 1
+        import onnxruntime as ort
+
+        if getattr(ort.InferenceSession, "_neusym_single_threaded", False):
+            return 1  # a parse worker: the cores are shared out between processes already
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return max(1, min(cores, PARALLEL_MAX_SESSIONS))
+
+    def _run_batches(self, batches: list[list[int]], run, session) -> None:
+        """``run(session, batch)`` for every batch of text indices: on ``session``, or spread over
+        one-thread sessions in threads (ONNX Runtime releases the GIL while it runs) when
+        :meth:`_workers` says so. Callers hold the lock of ``session`` and write disjoint rows of
+        their outputs."""
+        n = self._workers(sum(len(b) for b in batches)) if session is self._session else 1
+        if n == 1:
+            for b in batches:
+                run(session, b)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        while len(self._sessions) < n:
+            self._sessions.append(self._make_session(1))
+        sessions = self._sessions[:n]
+
+        def work(k: int) -> None:
+            for b in batches[k::n]:  # longest first, dealt out in turn: similar work per session
+                run(sessions[k], b)
+
+        with ThreadPoolExecutor(n, thread_name_prefix="neusym-encode") as pool:
+            for f in [pool.submit(work, k) for k in range(n)]:
+                f.result()
+
     def _tok(self):
         if self._tokenizer is None:
             from tokenizers import Tokenizer
@@ -485,8 +534,8 @@ class DenseEncoder:
         tok = self._tok()
         out = np.zeros((len(texts), DENSE_DIM), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # similar lengths share a batch
-        for start in range(0, len(order), batch_size):
-            idx = order[start:start + batch_size]
+
+        def run(session, idx: list[int]) -> None:
             enc = tok.encode_batch([texts[i] for i in idx])
             ids = np.asarray([e.ids for e in enc], dtype=np.int64)
             mask = np.asarray([e.attention_mask for e in enc], dtype=np.int64)
@@ -496,10 +545,13 @@ class DenseEncoder:
             pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             out[idx] = pooled
+
+        self._run_batches([order[k:k + batch_size] for k in range(0, len(order), batch_size)], run, session)
         return out
 
-    def _hidden(self, ids: "np.ndarray", mask: "np.ndarray") -> "np.ndarray":
-        """Last hidden states (batch, tokens, 384) of padded token ids, with this backend's model."""
+    def _hidden(self, session, ids: "np.ndarray", mask: "np.ndarray") -> "np.ndarray":
+        """Last hidden states (batch, tokens, 384) of padded token ids, with this backend's model
+        (``session``: the ONNX session to run; unused by ``torch``)."""
         import numpy as np
 
         if self.backend == "torch":
@@ -509,9 +561,7 @@ class DenseEncoder:
                 out = dense_model()[0].auto_model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask),
                                                   token_type_ids=torch.zeros_like(torch.from_numpy(ids)))
             return out.last_hidden_state.numpy().astype(np.float32)
-        if self._session is None:
-            self._session = self._make_session(self.threads)
-        return self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+        return session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
 
     def encode_spans(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]], *,
                      batch_size: int | None = None) -> tuple["np.ndarray", list[list[list[float] | None]]]:
@@ -540,40 +590,48 @@ class DenseEncoder:
         span_out: list[list[list[float] | None]] = [[None] * len(sp) for sp in spans]
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         self.texts_encoded += len(texts)
+        tok = self._free_tok
+
+        def run(session, idx: list[int]) -> None:
+            encs = tok.encode_batch([texts[i] for i in idx])
+            rows, offs, full_offs = [], [], []
+            for e in encs:
+                ids, off = list(e.ids), list(e.offsets)
+                full_offs.append(off)
+                if len(ids) > MAX_TOKENS:  # what truncation does: keep [CLS] + 254 pieces, close with [SEP]
+                    ids, off = ids[:MAX_TOKENS - 1] + [sep], off[:MAX_TOKENS - 1] + [(0, 0)]
+                rows.append(ids)
+                offs.append(off)
+            width = max(len(r) for r in rows)
+            ids = np.zeros((len(rows), width), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            for r, row in enumerate(rows):
+                ids[r, :len(row)] = row
+                mask[r, :len(row)] = 1
+            hidden = self._hidden(session, ids, mask)
+            m = mask[..., None].astype(np.float32)
+            pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+            pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+            vectors[idx] = pooled
+            for r, i in enumerate(idx):
+                kept = len(rows[r]) - 1  # pieces before the closing [SEP]
+                off = np.asarray(full_offs[r], dtype=np.int64).reshape(-1, 2)
+                pos = np.arange(len(off))
+                for j, (s0, s1) in enumerate(spans[i]):
+                    within = (off[:, 1] > off[:, 0]) & (off[:, 0] >= s0) & (off[:, 1] <= s1)
+                    inside = pos[within & (pos > 0) & (pos < kept)]
+                    if not len(inside) or len(inside) * 2 < int(within.sum()):
+                        continue
+                    v = hidden[r, inside].mean(axis=0)
+                    norm = float(np.linalg.norm(v))
+                    if norm > 0:
+                        span_out[i][j] = (v / norm).astype(np.float32).tolist()
+
         with self._lock:
-            for start in range(0, len(order), batch_size):
-                idx = order[start:start + batch_size]
-                encs = self._free_tok.encode_batch([texts[i] for i in idx])
-                rows, offs, full_offs = [], [], []
-                for e in encs:
-                    ids, off = list(e.ids), list(e.offsets)
-                    full_offs.append(off)
-                    if len(ids) > MAX_TOKENS:  # what truncation does: keep [CLS] + 254 pieces, close with [SEP]
-                        ids, off = ids[:MAX_TOKENS - 1] + [sep], off[:MAX_TOKENS - 1] + [(0, 0)]
-                    rows.append(ids)
-                    offs.append(off)
-                width = max(len(r) for r in rows)
-                ids = np.zeros((len(rows), width), dtype=np.int64)
-                mask = np.zeros_like(ids)
-                for r, row in enumerate(rows):
-                    ids[r, :len(row)] = row
-                    mask[r, :len(row)] = 1
-                hidden = self._hidden(ids, mask)
-                m = mask[..., None].astype(np.float32)
-                pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
-                pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-                vectors[idx] = pooled
-                for r, i in enumerate(idx):
-                    kept = len(rows[r]) - 1  # pieces before the closing [SEP]
-                    for j, (s0, s1) in enumerate(spans[i]):
-                        inside_all = [t for t, (a, b) in enumerate(full_offs[r]) if b > a and a >= s0 and b <= s1]
-                        inside = [t for t in inside_all if 0 < t < kept]
-                        if not inside or len(inside) * 2 < len(inside_all):
-                            continue
-                        v = hidden[r, inside].mean(axis=0)
-                        norm = float(np.linalg.norm(v))
-                        if norm > 0:
-                            span_out[i][j] = (v / norm).astype(np.float32).tolist()
+            if self.backend != "torch" and self._session is None:
+                self._session = self._make_session(self.threads)
+            self._run_batches([order[k:k + batch_size] for k in range(0, len(order), batch_size)], run,
+                              self._session)
         return vectors, span_out
 
     # -- public ---------------------------------------------------------------------------------

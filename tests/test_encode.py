@@ -134,3 +134,39 @@ def test_mean_vector():
     assert mean_vector([]) is None
     v = mean_vector([[1.0] + [0.0] * 383, [0.0, 1.0] + [0.0] * 382])
     assert np.isclose(v[0], v[1]) and np.isclose(np.linalg.norm(v), 1.0)
+
+
+def test_batches_on_side_by_side_sessions_give_the_same_vectors():
+    """A large batch with the runtime's default threads runs on one single-threaded session per core
+    side by side (PARALLEL_MIN_TEXTS); its vectors and span vectors equal one session's, text by text.
+    In a process that asked for one-thread models (a parse worker) it stays on one session."""
+    import os
+    import subprocess
+    import sys
+
+    from neusym.encode import PARALLEL_MIN_TEXTS
+
+    texts = []
+    for pdf in sorted(SAMPLES.glob("*.pdf"))[:3]:
+        doc = pymupdf.open(str(pdf))
+        for page in doc:
+            words = page.get_text().split()
+            texts += [" ".join(words[k:k + 60]) for k in range(0, min(len(words), 600), 60)]
+        doc.close()
+    assert len(texts) >= PARALLEL_MIN_TEXTS
+    spans = [[(0, 30), (10, len(t))] for t in texts]
+    side = DenseEncoder("onnx-int8", get_encoder(Settings()).models_dir)  # threads 0: the runtime default
+    one = DenseEncoder("onnx-int8", get_encoder(Settings()).models_dir, threads=1)
+    cores = len(os.sched_getaffinity(0))
+    assert side._workers(len(texts)) == min(cores, 4) and one._workers(len(texts)) == 1
+    assert side._workers(PARALLEL_MIN_TEXTS - 1) == 1
+    a, sa = side.encode_spans(texts, spans)
+    b, sb = one.encode_spans(texts, spans)
+    assert len(side._sessions) == (min(cores, 4) if cores > 1 else 0) and one._sessions == []
+    assert np.array_equal(a, b) and sa == sb
+    assert np.array_equal(side._encode_uncached(texts, 1), one._encode_uncached(texts, 1))
+    code = ("from neusym.ingest.parse.layout import single_threaded_models; single_threaded_models(); "
+            "from neusym.encode import DenseEncoder; import sys; "
+            "print(DenseEncoder('onnx-int8', sys.argv[1])._workers(1000))")
+    out = subprocess.run([sys.executable, "-c", code, str(one.models_dir)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "1"
