@@ -263,3 +263,27 @@ def test_a_database_from_before_table_cells_gets_its_cells_on_the_next_load(tmp_
     assert con.execute("SELECT count(*) FROM table_cells").fetchone()[0] == expected > 0
     assert con.execute("SELECT count(*) FROM (SELECT ref_table_id, row_index, column_index FROM table_cells "
                        "GROUP BY ALL HAVING count(*) > 1)").fetchone()[0] == 0
+
+
+def test_narrow_tables_side_by_side_are_stacked_under_one_header():
+    """LATS (arXiv 2310.04406) Table 2 as the model reads it: two "Prompt Method | HotpotQA (EM)" tables
+    side by side. Each value belongs to the method on its left; the right half's rows come after the
+    left half's, and a half's empty rows are dropped."""
+    from neusym.ingest.parse.cells import side_by_side, table_cells
+
+    rows = [["Prompt Method", "HotpotQA (EM)", "Prompt Method", "HotpotQA (EM)"],
+            ["I/O", "0.32", "ReAct (Yao et al., 2023b)", "0.32"],
+            ["CoT (Wei et al., 2022)", "0.34", "ReAct (best of k)", "0.38"],
+            ["LATS (CoT)", "0.60", "", ""]]
+    stacked, th = side_by_side(rows, 1)
+    assert th == 1 and stacked == [["Prompt Method", "HotpotQA (EM)"], ["I/O", "0.32"],
+                                   ["CoT (Wei et al., 2022)", "0.34"], ["LATS (CoT)", "0.60"],
+                                   ["ReAct (Yao et al., 2023b)", "0.32"], ["ReAct (best of k)", "0.38"]]
+    got = {(c.row_header, c.column_header_path, c.number) for c in table_cells(_html(rows)) if c.number is not None}
+    assert ("ReAct (best of k)", "HotpotQA (EM)", 0.38) in got and len(got) == 5
+    # a header whose names repeat but whose halves hold numbers on the left is not two tables
+    scores = [["Model", "EM", "Model", "EM"], ["12", "0.1", "13", "0.2"], ["14", "0.3", "15", "0.4"]]
+    assert side_by_side(scores)[0] == scores
+    # nor is a header of one repeated group over different columns
+    groups = [["", "MediaSum", "MediaSum", "MeetingBank"], ["Model", "Main", "Marginal", "Main"], ["A", "1", "2", "3"]]
+    assert side_by_side(groups)[0] == groups

@@ -102,6 +102,16 @@ def test_group_labels_printed_centred_on_their_rows_cover_them(parsed):
     assert "No seg / Char baseline" in rows and "Auto seg / Char baseline" not in rows
 
 
+def test_a_table_printed_as_two_narrow_halves_side_by_side_reads_as_one(parsed):
+    """LatticeLSTM's Table 3 ("Parameter | Value | Parameter | Value", hyper-parameters) prints its rows
+    in two halves side by side; the right half's values were named by the left half's parameters (5 of 9)."""
+    pdf = "acl2018_P18-1144_LatticeLSTM.pdf"
+    (t,) = [t for t in truth_tables() if t["pdf"] == pdf and t["label"] == "Table 3"]
+    table = stored(parsed[pdf], t)
+    assert right_cells(table, t) == len(t["cells"]) == 9
+    assert {c.column_header_path for c in table_cells(table.table_content) if c.number is not None} == {"Value"}
+
+
 @pytest.mark.parametrize("label", ["Table 3", "Table 4"])
 def test_tables_set_side_by_side_each_keep_their_own_half(parsed, label):
     """Before, Table 4's region took both tables (its caption is higher than Table 3's) and Table 3 had none."""

@@ -43,7 +43,7 @@ from neusym.ingest.parse.text import join_wrapped, norm, unwrap, vocabulary_of
 
 __all__ = ["PARSER_VERSION", "BACKENDS", "FloatDraft", "parse_pdf", "parser_version", "UnparseablePDF"]
 
-PARSER_VERSION = "7"
+PARSER_VERSION = "8"
 """Version of the parse output. Bump it whenever :func:`parse_pdf` can return different records
 for the same PDF bytes, so that staged parses made by an older parser are redone.
 2: ``ref_section_id`` on every element, ``images.image_ocr_text``, landscape (rotated) captions,
@@ -53,7 +53,8 @@ as well (:mod:`.tables`), ``tables.table_source``. 5: scripts fused onto numbers
 table text ("28.15^34", "87.0±3.0", "10^5"); narrow captions side by side at different heights split
 the width between their floats. 6: group labels printed centred on their rows spread over them.
 7: the grid sources are compared with the row headers, header rows and label columns of
-:mod:`.cells` as they read now (column numbers as a header, narrow sub-tables, described columns)."""
+:mod:`.cells` as they read now (column numbers as a header, narrow sub-tables, described columns).
+8: the same, with narrow tables printed side by side read as one (:func:`.cells.side_by_side`)."""
 
 BACKENDS = ("pymupdf", "layout", "mineru")
 """Values of ``settings.parse_backend`` (see :func:`parse_pdf`)."""

@@ -8,6 +8,8 @@ This module reads that grid back as cells (:func:`table_cells`), which materiali
 
 - ``colspan``/``rowspan`` are expanded to a full grid (the text repeated over the cells it covers);
   a cell spanning a whole body row is a divider written in its first cell;
+- narrow tables printed **side by side** under one repeated header ("Method | EM | Method | EM") are
+  stacked into one table under the first header (:func:`side_by_side`);
 - **header rows** are the leading rows where at most a third of the cells after the first hold a
   number or a placeholder ("-"), or the ``<th>`` rows when the source marked more (numbers as column
   names: "Labels | 250 | 500"), or a first row of column numbers ("Dataset | 1 | 2 | ... | 21"); a labelled row
@@ -576,7 +578,7 @@ def table_cells(html_table: str | None) -> list[TableCell]:
     with its row header, header path and parsed number (see the module docstring). ``[]`` when the
     HTML holds no table of at least two columns and one data row. Never raises on bad HTML."""
     grid, th_rows = html_grid(html_table)
-    rows = [[_plain(c) for c in r] for r in grid]
+    rows, th_rows = side_by_side([[_plain(c) for c in r] for r in grid], th_rows)
     split = split_grid(rows, th_rows)
     if split is None:
         return []
@@ -609,6 +611,36 @@ def table_cells(html_table: str | None) -> list[TableCell]:
                                  n.value if n else None, n.plus_minus if n else None, n.unit if n else None,
                                  n.marks if n else None, False))
     return out
+
+
+def side_by_side(rows: list[list[str]], th_rows: int = 0) -> tuple[list[list[str]], int]:
+    """A grid printed as several narrow tables side by side ("Method | EM | Method | EM") as one table:
+    when one of the first three rows repeats the same run of ``p`` distinct, non-empty names ``k`` ≥ 2
+    times across the whole width (and every row above it repeats with the same period), the columns of
+    each repeat are stacked under the first repeat's header rows, in order; rows a repeat leaves empty
+    are dropped. The first column of every repeat must name its rows (text in most of its filled
+    cells). Returns ``(rows, header row count)``; the grid unchanged when it is not so."""
+    width = max((len(r) for r in rows), default=0)
+    rows = [r + [""] * (width - len(r)) for r in rows]
+    for i in range(min(3, len(rows) - 1)):
+        row = [c.strip() for c in rows[i]]
+        period = next((p for p in range(2, width // 2 + 1) if width % p == 0 and all(row[j] == row[j % p]
+                       for j in range(width)) and all(row[:p]) and len(set(row[:p])) == p), None)
+        if period is None:
+            continue
+        if any(r[j].strip() != r[j % period].strip() for r in rows[:i] for j in range(width)):
+            return rows, th_rows
+        body = rows[i + 1:]
+        starts = range(0, width, period)
+        for b in starts:
+            names = [r[b].strip() for r in body if r[b].strip()]
+            if not names or sum(1 for c in names if parse_number(c) is None) * 2 <= len(names):
+                return rows, th_rows
+        stacked = [list(r[:period]) for r in rows[:i + 1]]
+        for b in starts:
+            stacked += [list(r[b:b + period]) for r in body if any(c.strip() for c in r[b:b + period])]
+        return stacked, min(th_rows, i + 1)
+    return rows, th_rows
 
 
 def _header_block(data: list[list[str]], i: int, lead: int) -> list[str] | None:
