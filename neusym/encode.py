@@ -491,15 +491,17 @@ class DenseEncoder:
 
         if getattr(ort.InferenceSession, "_neusym_single_threaded", False):
             return 1  # a parse worker: the cores are shared out between processes already
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return max(1, min(cores, PARALLEL_MAX_SESSIONS))
+        from neusym.settings import usable_cores
 
-    def _run_batches(self, batches: list[list[int]], run, session) -> None:
-        """``run(session, batch)`` for every batch of text indices: on ``session``, or spread over
-        one-thread sessions in threads (ONNX Runtime releases the GIL while it runs) when
-        :meth:`_workers` says so. Callers hold the lock of ``session`` and write disjoint rows of
-        their outputs."""
-        n = self._workers(sum(len(b) for b in batches)) if session is self._session else 1
+        return min(usable_cores(), PARALLEL_MAX_SESSIONS)
+
+    def _run_batches(self, order: list[int], batch_size: int, run, session) -> None:
+        """``run(session, batch)`` for every run of ``batch_size`` text indices of ``order``: on
+        ``session``, or spread over one-thread sessions in threads (ONNX Runtime releases the GIL while
+        it runs) when :meth:`_workers` says so and ``session`` is the batch session (not the query
+        one). Callers hold the lock of ``session`` and write disjoint rows of their outputs."""
+        batches = [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+        n = self._workers(len(order)) if session is self._session else 1
         if n == 1:
             for b in batches:
                 run(session, b)
@@ -546,7 +548,7 @@ class DenseEncoder:
             pooled /= np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
             out[idx] = pooled
 
-        self._run_batches([order[k:k + batch_size] for k in range(0, len(order), batch_size)], run, session)
+        self._run_batches(order, batch_size, run, session)
         return out
 
     def _hidden(self, session, ids: "np.ndarray", mask: "np.ndarray") -> "np.ndarray":
@@ -594,14 +596,13 @@ class DenseEncoder:
 
         def run(session, idx: list[int]) -> None:
             encs = tok.encode_batch([texts[i] for i in idx])
-            rows, offs, full_offs = [], [], []
+            rows, full_offs = [], []
             for e in encs:
-                ids, off = list(e.ids), list(e.offsets)
-                full_offs.append(off)
+                ids = list(e.ids)
+                full_offs.append(list(e.offsets))
                 if len(ids) > MAX_TOKENS:  # what truncation does: keep [CLS] + 254 pieces, close with [SEP]
-                    ids, off = ids[:MAX_TOKENS - 1] + [sep], off[:MAX_TOKENS - 1] + [(0, 0)]
+                    ids = ids[:MAX_TOKENS - 1] + [sep]
                 rows.append(ids)
-                offs.append(off)
             width = max(len(r) for r in rows)
             ids = np.zeros((len(rows), width), dtype=np.int64)
             mask = np.zeros_like(ids)
@@ -630,8 +631,7 @@ class DenseEncoder:
         with self._lock:
             if self.backend != "torch" and self._session is None:
                 self._session = self._make_session(self.threads)
-            self._run_batches([order[k:k + batch_size] for k in range(0, len(order), batch_size)], run,
-                              self._session)
+            self._run_batches(order, batch_size, run, self._session)
         return vectors, span_out
 
     # -- public ---------------------------------------------------------------------------------
