@@ -106,7 +106,7 @@ class Settings(BaseSettings):
     dense_backend: Literal["onnx-int8", "torch"] = Field(
         "onnx-int8", description="How all-MiniLM-L6-v2 runs: onnx-int8 (ONNX Runtime, int8 weights, exported once into "
         "home/models) or torch (sentence-transformers). Changing it re-encodes every cell at the next publish.")
-    dense_threads: int = Field(0, description="Intra-op threads of batch encoding; 0 = one single-threaded session "
+    dense_threads: int = Field(0, ge=0, description="Intra-op threads of batch encoding; 0 = one single-threaded session "
                                "per core side by side for batches of 64+ texts (neusym.encode.PARALLEL_MIN_TEXTS), the "
                                "runtime default below that; queries always use one thread.")
     dense_batch_size: int = Field(0, ge=0, description="Texts per model call when encoding cells and papers; 0 = the "

@@ -170,3 +170,11 @@ def test_batches_on_side_by_side_sessions_give_the_same_vectors():
             "print(DenseEncoder('onnx-int8', sys.argv[1])._workers(1000))")
     out = subprocess.run([sys.executable, "-c", code, str(one.models_dir)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "1"
+
+
+def test_a_negative_thread_count_is_refused():
+    """NEUSYM_DENSE_THREADS=-1 used to pass through to the runtime unnoticed; settings fail closed."""
+    import pydantic
+
+    with pytest.raises(pydantic.ValidationError, match="dense_threads"):
+        Settings(dense_threads=-1)
